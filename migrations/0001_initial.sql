@@ -1,0 +1,109 @@
+-- 0001: the initial tables of pgq. Functions, views and grants come from sql/ and are
+-- re-applied after the migrations on every install and upgrade.
+
+CREATE SCHEMA pgq;
+COMMENT ON SCHEMA pgq IS 'pgq-sql job queue';
+
+-- Which migrations have been applied (see python/pgq/migrate.py).
+CREATE TABLE pgq._migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per-entrypoint settings. A NULL setting means "the default" (pgq._defaults()); an
+-- entrypoint without a row runs entirely on defaults.
+CREATE TABLE pgq._queues (
+    entrypoint text PRIMARY KEY,
+    paused boolean NOT NULL DEFAULT FALSE,
+    max_attempts integer,
+    backoff_base interval,
+    backoff_max interval,
+    lease interval,
+    timeout interval,
+    concurrency integer,
+    rate numeric,
+    retention interval,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Live jobs only: queued, waiting, running and dead. Finished jobs leave this table for
+-- pgq._outcomes, so it stays small whatever the history. Claims rewrite rows constantly:
+-- a lower fillfactor leaves room on the page and vacuum runs early.
+CREATE TABLE pgq._jobs (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    entrypoint text NOT NULL,
+    status text NOT NULL DEFAULT 'queued',
+    priority integer NOT NULL DEFAULT 0,
+    run_at timestamptz NOT NULL DEFAULT now(),
+    payload jsonb,
+    headers jsonb,
+    dedupe_key text,
+    max_attempts integer,
+    attempt integer NOT NULL DEFAULT 0,
+    deliveries integer NOT NULL DEFAULT 0,
+    enqueued_at timestamptz NOT NULL DEFAULT now(),
+    worker_id uuid,
+    started_at timestamptz,
+    cancel_requested boolean NOT NULL DEFAULT FALSE,
+    last_error text,
+    CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
+    CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
+) WITH (
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0.02,
+    autovacuum_vacuum_insert_scale_factor = 0.02,
+    autovacuum_analyze_scale_factor = 0.05,
+    autovacuum_vacuum_cost_delay = 0
+);
+
+-- The claim walks this index in claim order and stops after batch_size rows.
+CREATE INDEX _jobs_claim_idx ON pgq._jobs (entrypoint, priority DESC, run_at, id)
+WHERE status = 'queued';
+
+-- Running jobs: concurrency counts, reap and unregister scan only these.
+CREATE INDEX _jobs_running_idx ON pgq._jobs (entrypoint, worker_id) WHERE status = 'running';
+
+-- Almost always empty: lets heartbeat find cancellation requests without a scan.
+CREATE INDEX _jobs_cancel_idx ON pgq._jobs (worker_id) WHERE cancel_requested;
+
+-- At most one live (not dead) job per (entrypoint, dedupe_key); enqueue relies on it.
+CREATE UNIQUE INDEX _jobs_dedupe_idx ON pgq._jobs (entrypoint, dedupe_key)
+WHERE dedupe_key IS NOT NULL AND status <> 'dead';
+
+-- Workers: a lease is held by the worker row, so one heartbeat UPDATE extends the leases
+-- of every job the worker holds.
+CREATE TABLE pgq._workers (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    name text NOT NULL,
+    entrypoints text [] NOT NULL,
+    state text NOT NULL DEFAULT 'alive',
+    registered_at timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    stopped_at timestamptz,
+    CONSTRAINT _workers_state_check CHECK (state IN ('alive', 'dead', 'stopped'))
+);
+
+-- Append-only outcome log: one terminal row per job (succeeded, canceled, dead) plus one
+-- 'failed' row per failed attempt. Partitioned by time so retention can drop whole
+-- partitions; BRIN indexes cost almost nothing to maintain on an append-only log.
+CREATE TABLE pgq._outcomes (
+    job_id bigint NOT NULL,
+    entrypoint text NOT NULL,
+    outcome text NOT NULL,
+    priority integer NOT NULL,
+    attempt integer NOT NULL,
+    deliveries integer NOT NULL,
+    enqueued_at timestamptz NOT NULL,
+    started_at timestamptz,
+    finished_at timestamptz NOT NULL DEFAULT now(),
+    worker_id uuid,
+    error text,
+    result jsonb,
+    CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled'))
+) PARTITION BY RANGE (finished_at);
+
+CREATE TABLE pgq._outcomes_default PARTITION OF pgq._outcomes DEFAULT;
+
+CREATE INDEX _outcomes_job_idx ON pgq._outcomes USING brin (job_id) WITH (pages_per_range = 16);
+CREATE INDEX _outcomes_finished_idx ON pgq._outcomes USING brin (finished_at);

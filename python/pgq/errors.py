@@ -1,0 +1,59 @@
+"""Exceptions of pgq. SQL errors of class PQ map to subclasses of PgqError by SQLSTATE.
+
+The codes are documented in docs/errors.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class PgqError(Exception):
+    """Base class of every error pgq raises."""
+
+    sqlstate: str | None = None
+
+
+class InvalidArgument(PgqError):
+    """PQ001: an argument is NULL, empty, malformed or out of range."""
+
+    sqlstate = "PQ001"
+
+
+class UnknownWorker(PgqError):
+    """PQ002: the worker id was never registered (or its row was pruned)."""
+
+    sqlstate = "PQ002"
+
+
+class WorkerGone(PgqError):
+    """PQ003: the worker stopped or was reaped as dead; it must register again."""
+
+    sqlstate = "PQ003"
+
+
+class PayloadTooLarge(PgqError):
+    """PQ004: a payload or headers value is over its documented size limit."""
+
+    sqlstate = "PQ004"
+
+
+class SchemaError(PgqError):
+    """The database schema cannot be installed or upgraded (foreign schema, newer version)."""
+
+
+_BY_SQLSTATE = {cls.sqlstate: cls for cls in (InvalidArgument, UnknownWorker, WorkerGone, PayloadTooLarge)}
+
+
+def translate(exc: psycopg.Error) -> Exception:
+    """Return the pgq exception for a database error of class PQ, else the error itself."""
+    cls = _BY_SQLSTATE.get(exc.sqlstate or "")
+    if cls is None:
+        return exc
+    diag = exc.diag
+    message = diag.message_primary or str(exc)
+    if diag.message_hint:
+        message = f"{message} (hint: {diag.message_hint})"
+    err = cls(message)
+    err.__cause__ = exc
+    return err

@@ -1,0 +1,63 @@
+"""Where the SQL lives: inside the installed package, or in the source tree when editable."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+
+def sql_root() -> Path:
+    """The directory that holds `sql/` and `migrations/`."""
+    packaged = Path(str(resources.files("pgq")))
+    if (packaged / "sql" / "schema").is_dir():
+        return packaged
+    source = Path(__file__).resolve().parents[2]
+    if (source / "sql" / "schema").is_dir():
+        return source
+    raise FileNotFoundError("pgq's SQL files are missing from the installation")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def sql(self) -> str:
+        return self.path.read_text()
+
+
+_MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+def migrations() -> list[Migration]:
+    """The migrations, in order; they must be numbered 1..N without gaps."""
+    found = []
+    for path in sorted((sql_root() / "migrations").glob("*.sql")):
+        m = _MIGRATION.match(path.name)
+        if not m:
+            raise ValueError(f"migration file name {path.name!r} is not NNNN_snake_case.sql")
+        found.append(Migration(int(m.group(1)), m.group(2), path))
+    for expected, mig in enumerate(found, start=1):
+        if mig.version != expected:
+            raise ValueError(f"migrations are not contiguous: expected {expected:04d}, found {mig.path.name}")
+    return found
+
+
+def schema_files() -> list[Path]:
+    """The current table layout (a fresh install runs these instead of the migrations)."""
+    return sorted((sql_root() / "sql" / "schema").glob("*.sql"))
+
+
+def code_files() -> list[Path]:
+    """Roles, functions, views and grants: re-applied on every install and upgrade."""
+    root = sql_root() / "sql"
+    return [
+        root / "roles.sql",
+        *sorted((root / "functions").glob("*.sql")),
+        *sorted((root / "views").glob("*.sql")),
+        root / "grants.sql",
+    ]

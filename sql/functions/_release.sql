@@ -1,0 +1,40 @@
+-- pgq._release(worker_ids): running jobs held by these (stopped or dead) workers go back to
+-- queued, or to canceled when cancellation was requested. The UPDATE re-checks that the job
+-- is still running under that worker, so a job completed meanwhile is never touched.
+-- Returns the number of jobs released.
+CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid [])
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_released integer;
+    v_entrypoints text [];
+BEGIN
+    WITH canceled AS (
+        DELETE FROM pgq._jobs AS j
+        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.cancel_requested
+        RETURNING j.*
+    )
+    INSERT INTO pgq._outcomes (
+        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
+    )
+    SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
+           c.started_at, c.worker_id, 'canceled while its worker was lost'
+    FROM canceled AS c;
+
+    WITH released AS (
+        UPDATE pgq._jobs AS j
+        SET status = 'queued', worker_id = NULL, started_at = NULL
+        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids)
+        RETURNING j.entrypoint
+    )
+    SELECT count(*), array_agg(DISTINCT r.entrypoint) INTO v_released, v_entrypoints
+    FROM released AS r;
+    -- Wake workers for the released jobs.
+    PERFORM pg_notify('pgq', e.ep) FROM unnest(v_entrypoints) AS e (ep);
+    RETURN v_released;
+END
+$$;

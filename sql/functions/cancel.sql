@@ -1,0 +1,45 @@
+-- pgq.cancel: queued and waiting jobs are canceled at once (they leave the hot table; the
+-- outcome 'canceled' is logged); dead jobs are discarded (outcome 'dead'). For a running job, cancellation is requested: the
+-- worker learns it from its next heartbeat and stops the handler; the job then ends
+-- canceled (if the handler still finishes, it ends succeeded). Unknown or finished ids
+-- are ignored.
+-- Returns the number of jobs canceled or marked for cancellation. Raises PQ001.
+CREATE OR REPLACE FUNCTION pgq.cancel(job_ids bigint [])
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_canceled integer;
+    v_requested integer;
+BEGIN
+    PERFORM pgq._check_ids('job_ids', job_ids);
+    WITH canceled AS (
+        DELETE FROM pgq._jobs AS j
+        WHERE j.id = ANY (job_ids) AND j.status IN ('queued', 'waiting', 'dead')
+        RETURNING j.*
+    ),
+    logged AS (
+        INSERT INTO pgq._outcomes (
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error
+        )
+        SELECT c.id, c.entrypoint, CASE WHEN c.status = 'dead' THEN 'dead' ELSE 'canceled' END,
+               c.priority, c.attempt, c.deliveries, c.enqueued_at,
+               coalesce(c.last_error, 'canceled by pgq.cancel')
+        FROM canceled AS c
+    )
+    SELECT count(*) INTO v_canceled FROM canceled;
+
+    UPDATE pgq._jobs AS j
+    SET cancel_requested = TRUE
+    WHERE j.id = ANY (job_ids) AND j.status = 'running' AND NOT j.cancel_requested;
+    GET DIAGNOSTICS v_requested = ROW_COUNT;
+    RETURN v_canceled + v_requested;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.cancel(bigint []) IS
+'Cancel jobs: queued, waiting and dead at once, running ones at their next heartbeat; returns how many.';

@@ -1,0 +1,104 @@
+-- pgq.claim: take up to batch_size due jobs of the given entrypoints for a worker.
+-- Order: highest priority first, then earliest run_at, then id. Never a job another worker
+-- holds (FOR UPDATE SKIP LOCKED); paused entrypoints are skipped; an entrypoint with a
+-- concurrency limit gets at most (limit - running) jobs, decided under a lock on its
+-- settings row, so concurrent claims cannot exceed the limit. Entrypoints without a limit
+-- take no lock beyond the claimed rows.
+-- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
+--   worker registered); batch_size (1 to 10000, default 1).
+-- Returns the claimed jobs (empty when nothing is due), each with deliveries + 1: a job
+-- with deliveries > 1 was delivered before (a crash, a lost lease, a release).
+-- Raises PQ001 for invalid arguments, PQ002 unknown worker, PQ003 worker no longer alive.
+CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text [], batch_size integer DEFAULT 1)
+RETURNS TABLE (
+    id bigint,
+    entrypoint text,
+    payload jsonb,
+    headers jsonb,
+    priority integer,
+    attempt integer,
+    deliveries integer,
+    enqueued_at timestamptz,
+    run_at timestamptz,
+    max_attempts integer,
+    timeout interval
+)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_registered text [];
+    v_limited text [] := '{}';
+    v_allowed integer [] := '{}';
+    v_queue record;
+    v_running integer;
+BEGIN
+    IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
+        PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
+            'Claim 1 to 10000 jobs at a time.');
+    END IF;
+    PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
+    v_registered := pgq._check_worker(worker_id);
+    IF NOT entrypoints <@ v_registered THEN
+        PERFORM pgq._invalid('entrypoints', 'includes entrypoints the worker did not register',
+            format('This worker registered %s.', v_registered));
+    END IF;
+
+    -- Concurrency limits: lock the settings rows in a fixed order (no deadlocks), then count
+    -- running jobs in a fresh snapshot taken after the lock was granted.
+    FOR v_queue IN
+        SELECT q.entrypoint, q.concurrency
+        FROM pgq._queues AS q
+        WHERE q.entrypoint = ANY (entrypoints) AND q.concurrency IS NOT NULL AND NOT q.paused
+        ORDER BY q.entrypoint
+        FOR NO KEY UPDATE
+    LOOP
+        SELECT count(*) INTO v_running
+        FROM pgq._jobs AS j
+        WHERE j.entrypoint = v_queue.entrypoint AND j.status = 'running';
+        v_limited := v_limited || v_queue.entrypoint;
+        v_allowed := v_allowed || greatest(v_queue.concurrency - v_running, 0);
+    END LOOP;
+
+    RETURN QUERY
+    WITH allowance AS (
+        SELECT
+            e.ep,
+            least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) AS n,
+            coalesce(q.timeout, (pgq._defaults()).timeout) AS timeout
+        FROM unnest(entrypoints) AS e (ep)
+        LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+        LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
+        WHERE NOT coalesce(q.paused, FALSE)
+    ),
+    candidates AS (
+        SELECT c.id, c.priority, c.run_at, a.timeout
+        FROM allowance AS a
+        CROSS JOIN LATERAL (
+            SELECT j.id, j.priority, j.run_at
+            FROM pgq._jobs AS j
+            WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT a.n
+            FOR UPDATE SKIP LOCKED
+        ) AS c
+        ORDER BY c.priority DESC, c.run_at, c.id
+        LIMIT claim.batch_size
+    )
+    UPDATE pgq._jobs AS j
+    SET status = 'running',
+        worker_id = claim.worker_id,
+        deliveries = j.deliveries + 1,
+        started_at = now()
+    FROM candidates AS c
+    WHERE j.id = c.id
+    RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+              j.enqueued_at, j.run_at, j.max_attempts, c.timeout;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.claim(uuid, text [], integer) IS
+'Claim up to batch_size due jobs for a registered worker, highest priority first, then oldest.';

@@ -1,0 +1,47 @@
+-- pgq.complete: batch completion, fenced. Acts only on jobs that worker_id holds now (a
+-- worker presumed dead whose jobs were re-delivered completes nothing). Completed jobs
+-- leave the hot table and their outcome ('succeeded', with enqueued/started/finished
+-- times) is appended to the outcome log, in one statement.
+-- Parameters: worker_id; job_ids (at most 10000); results (optional, one jsonb per job id,
+--   stored in the outcome log).
+-- Returns the ids it completed; ids not returned were not held by this worker.
+-- Raises PQ001 for invalid arguments.
+CREATE OR REPLACE FUNCTION pgq.complete(worker_id uuid, job_ids bigint [], results jsonb [] DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF worker_id IS NULL THEN
+        PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
+    END IF;
+    PERFORM pgq._check_ids('job_ids', job_ids);
+    IF results IS NOT NULL AND cardinality(results) <> cardinality(job_ids) THEN
+        PERFORM pgq._invalid('results', 'must have one element per job id',
+            'Pass NULL, or an array as long as job_ids.');
+    END IF;
+    RETURN QUERY
+    WITH done AS (
+        DELETE FROM pgq._jobs AS j
+        WHERE j.id = ANY (job_ids) AND j.worker_id = complete.worker_id AND j.status = 'running'
+        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at
+    ),
+    logged AS (
+        INSERT INTO pgq._outcomes (
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at,
+            worker_id, result
+        )
+        SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
+               d.started_at, complete.worker_id,
+               CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END
+        FROM done AS d
+    )
+    SELECT d.id FROM done AS d;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.complete(uuid, bigint [], jsonb []) IS
+'Complete jobs the worker holds (fenced); returns the ids completed.';

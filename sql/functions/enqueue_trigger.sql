@@ -1,0 +1,40 @@
+-- pgq.enqueue_trigger(): trigger function. Enqueues the changed row as the payload:
+--   CREATE TRIGGER t AFTER INSERT OR UPDATE OR DELETE ON orders
+--       FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger('process_order');
+-- Argument 1 (required): the entrypoint. Argument 2 (optional): the priority.
+-- Payload: NEW (OLD on DELETE) as JSON; headers: {"table", "schema", "op"}.
+-- The job commits or rolls back with the row change.
+CREATE OR REPLACE FUNCTION pgq.enqueue_trigger()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_row jsonb;
+BEGIN
+    IF TG_LEVEL <> 'ROW' OR TG_NARGS < 1 THEN
+        PERFORM pgq._invalid('trigger arguments', 'needs FOR EACH ROW and an entrypoint',
+            'CREATE TRIGGER ... FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger(''entrypoint'').');
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        v_row := to_jsonb(OLD);
+    ELSE
+        v_row := to_jsonb(NEW);
+    END IF;
+    PERFORM pgq.enqueue(
+        entrypoint => TG_ARGV[0],
+        payload => v_row,
+        priority => coalesce(TG_ARGV[1]::integer, 0),
+        headers => jsonb_build_object('table', TG_TABLE_NAME, 'schema', TG_TABLE_SCHEMA, 'op', TG_OP)
+    );
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.enqueue_trigger() IS
+'Row trigger: enqueues NEW (OLD on DELETE) to the entrypoint named by the first trigger argument.';

@@ -1,0 +1,39 @@
+-- pgq.fail: a handler failed. Fenced: acts only when worker_id still holds the job.
+-- Retries with exponential backoff and jitter while attempts remain, else the job is dead
+-- (see pgq._fail for the policy); a job whose cancellation was requested is canceled.
+-- Parameters: worker_id; job_id; error (the message or traceback, kept up to 64 KiB);
+--   retry_in (optional: retry after exactly this delay instead of the backoff).
+-- Returns 'queued', 'dead', 'canceled', or NULL when the worker no longer holds the job.
+-- Raises PQ001 for invalid arguments.
+CREATE OR REPLACE FUNCTION pgq.fail(worker_id uuid, job_id bigint, error text, retry_in interval DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF worker_id IS NULL THEN
+        PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
+    END IF;
+    IF job_id IS NULL THEN
+        PERFORM pgq._invalid('job_id', 'must not be NULL', 'Pass the id of the job that failed.');
+    END IF;
+    IF error IS NULL THEN
+        PERFORM pgq._invalid('error', 'must not be NULL', 'Pass the error message or traceback.');
+    END IF;
+    PERFORM pgq._check_interval('retry_in', retry_in, interval '0');
+    PERFORM 1
+    FROM pgq._jobs AS j
+    WHERE j.id = fail.job_id AND j.worker_id = fail.worker_id AND j.status = 'running'
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN pgq._fail(job_id, error, retry_in);
+END
+$$;
+
+COMMENT ON FUNCTION pgq.fail(uuid, bigint, text, interval) IS
+'Fail a job the worker holds (fenced): ''queued'' (retry later), ''dead'', ''canceled'', or NULL if not held.';

@@ -1,0 +1,33 @@
+-- pgq.job_status: 'queued', 'waiting', 'running', 'dead' for a live job; 'succeeded' or
+-- 'canceled' for a finished one; NULL for an unknown id (or one pruned from the log).
+-- Raises PQ001 for a NULL id.
+CREATE OR REPLACE FUNCTION pgq.job_status(job_id bigint)
+RETURNS text
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_status text;
+BEGIN
+    IF job_id IS NULL THEN
+        PERFORM pgq._invalid('job_id', 'must not be NULL', 'Pass a job id returned by pgq.enqueue.');
+    END IF;
+    SELECT j.status INTO v_status FROM pgq._jobs AS j WHERE j.id = job_status.job_id;
+    IF FOUND THEN
+        RETURN v_status;
+    END IF;
+    -- A terminal outcome; 'failed' rows record attempts, not fates.
+    SELECT o.outcome INTO v_status
+    FROM pgq._outcomes AS o
+    WHERE o.job_id = job_status.job_id AND o.outcome <> 'failed'
+    ORDER BY o.finished_at DESC
+    LIMIT 1;
+    RETURN v_status;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.job_status(bigint) IS
+'Status of a job, live or finished: queued, waiting, running, dead, succeeded, canceled; NULL if unknown.';

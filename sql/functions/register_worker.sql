@@ -1,0 +1,32 @@
+-- pgq.register_worker: a worker announces itself before it claims.
+-- Parameters: name (free text shown in pgq.workers, e.g. host:pid); entrypoints (what it
+--   will claim). Returns the worker id to pass to claim, heartbeat, complete and fail.
+-- Also runs a sweep (pgq.reap), so a worker restarted after a crash recovers the jobs of
+-- its predecessor without waiting for pg_cron. Raises PQ001 for invalid arguments.
+CREATE OR REPLACE FUNCTION pgq.register_worker(name text, entrypoints text [])
+RETURNS uuid
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id uuid;
+BEGIN
+    IF name IS NULL OR btrim(name) = '' OR length(name) > 200 THEN
+        PERFORM pgq._invalid('name', 'must be 1 to 200 characters long',
+            'Name the worker, e.g. host:pid.');
+    END IF;
+    PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
+    INSERT INTO pgq._workers AS w (name, entrypoints)
+    SELECT register_worker.name, array_agg(DISTINCT e.ep ORDER BY e.ep)
+    FROM unnest(register_worker.entrypoints) AS e (ep)
+    RETURNING w.id INTO v_id;
+    PERFORM pgq.reap();
+    RETURN v_id;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.register_worker(text, text []) IS
+'Register a worker for some entrypoints; returns its id.';
