@@ -36,4 +36,5 @@ GRANT EXECUTE ON FUNCTION
     pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval)
 TO pgq_admin;
 
-GRANT SELECT ON pgq.queues, pgq.workers TO pgq_admin, pgq_worker;
+GRANT SELECT ON pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes TO pgq_admin;
+GRANT SELECT ON pgq.queues, pgq.workers TO pgq_worker;

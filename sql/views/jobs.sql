@@ -1,0 +1,25 @@
+-- pgq.jobs: the live jobs (queued, waiting, running, dead), for psql and `pgq jobs`:
+--   SELECT id, status, attempt, last_error FROM pgq.jobs WHERE entrypoint = 'email';
+-- Finished jobs are in pgq.outcomes.
+CREATE OR REPLACE VIEW pgq.jobs AS
+SELECT
+    j.id,
+    j.entrypoint,
+    j.status,
+    j.priority,
+    j.run_at,
+    j.attempt,
+    j.deliveries,
+    coalesce(j.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts) AS max_attempts,
+    j.enqueued_at,
+    j.started_at,
+    j.worker_id,
+    j.cancel_requested,
+    j.dedupe_key,
+    j.last_error,
+    j.payload,
+    j.headers
+FROM pgq._jobs AS j
+LEFT JOIN pgq._queues AS q ON q.entrypoint = j.entrypoint;
+
+COMMENT ON VIEW pgq.jobs IS 'Live jobs: queued, waiting, running and dead.';
