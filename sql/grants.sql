@@ -24,6 +24,7 @@ GRANT EXECUTE ON FUNCTION
     pgq.complete(uuid, bigint [], jsonb []),
     pgq.fail(uuid, bigint, text, interval),
     pgq.reap(),
+    pgq.settings(text []),
     pgq.job_status(bigint)
 TO pgq_worker, pgq_admin;
 
