@@ -1,0 +1,52 @@
+"""The job a handler receives."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+
+class JobCancelled(Exception):
+    """Raise from a handler to stop a job whose cancellation was requested (see Job.cancelled)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One delivery of a job.
+
+    Delivery is at-least-once: a job whose worker crashed, lost its connection or missed its
+    lease is delivered again, so handlers must be idempotent. `deliveries` counts the times
+    the job was claimed (this one included) and `attempt` the failures so far, so a handler
+    can tell a re-delivery (`deliveries > 1`) from a first run.
+    """
+
+    id: int
+    entrypoint: str
+    payload: Any
+    headers: dict[str, Any] | None
+    priority: int
+    attempt: int
+    deliveries: int
+    enqueued_at: datetime
+    run_at: datetime
+    max_attempts: int | None
+    timeout: timedelta
+    worker_id: UUID = field(repr=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancellation was requested (pgq.cancel) or the job ran past its timeout.
+
+        Sync handlers should check it in long loops and raise JobCancelled; async handlers
+        are cancelled for them (asyncio.CancelledError).
+        """
+        return self._cancel.is_set()
+
+    @property
+    def redelivered(self) -> bool:
+        """True when the job was delivered before (a failed attempt, a crash, a release)."""
+        return self.deliveries > 1
