@@ -76,7 +76,7 @@ WHERE dedupe_key IS NOT NULL AND status <> 'dead';
 CREATE TABLE pgq._workers (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     name text NOT NULL,
-    entrypoints text [] NOT NULL,
+    entrypoints text[] NOT NULL,
     state text NOT NULL DEFAULT 'alive',
     registered_at timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now(),

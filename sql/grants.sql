@@ -1,40 +1,40 @@
 -- Privileges, re-applied on every install and upgrade. Nothing is granted to PUBLIC;
 -- internal tables and helpers are reachable only through the SECURITY DEFINER functions.
-REVOKE ALL ON SCHEMA pgq FROM PUBLIC;
-REVOKE ALL ON ALL TABLES IN SCHEMA pgq FROM PUBLIC;
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgq FROM PUBLIC;
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgq FROM PUBLIC;
+REVOKE ALL ON SCHEMA pgq FROM public;
+REVOKE ALL ON ALL TABLES IN SCHEMA pgq FROM public;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgq FROM public;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgq FROM public;
 
 GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Producers enqueue and follow their jobs.
 GRANT EXECUTE ON FUNCTION
-    pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer),
-    pgq.enqueue_batch(text, jsonb [], integer, timestamptz),
-    pgq.enqueue_trigger(),
-    pgq.job_status(bigint)
+pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer),
+pgq.enqueue_batch(text, jsonb[], integer, timestamptz),
+pgq.enqueue_trigger(),
+pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;
 
 -- Workers claim and settle jobs.
 GRANT EXECUTE ON FUNCTION
-    pgq.register_worker(text, text []),
-    pgq.unregister_worker(uuid),
-    pgq.claim(uuid, text [], integer),
-    pgq.heartbeat(uuid),
-    pgq.complete(uuid, bigint [], jsonb []),
-    pgq.fail(uuid, bigint, text, interval),
-    pgq.reap(),
-    pgq.settings(text []),
-    pgq.job_status(bigint)
+pgq.register_worker(text, text[]),
+pgq.unregister_worker(uuid),
+pgq.claim(uuid, text[], integer),
+pgq.heartbeat(uuid),
+pgq.complete(uuid, bigint[], jsonb[]),
+pgq.fail(uuid, bigint, text, interval),
+pgq.reap(),
+pgq.settings(text[]),
+pgq.job_status(bigint)
 TO pgq_worker, pgq_admin;
 
 -- Administration.
 GRANT EXECUTE ON FUNCTION
-    pgq.cancel(bigint []),
-    pgq.retry(bigint []),
-    pgq.pause(text),
-    pgq.resume(text),
-    pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval)
+pgq.cancel(bigint[]),
+pgq.retry(bigint[]),
+pgq.pause(text),
+pgq.resume(text),
+pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval)
 TO pgq_admin;
 
 GRANT SELECT ON pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes TO pgq_admin;

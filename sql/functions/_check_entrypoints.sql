@@ -1,5 +1,5 @@
 -- pgq._check_entrypoints(argument, value): a non-empty array of valid entrypoints.
-CREATE OR REPLACE FUNCTION pgq._check_entrypoints(argument text, value text [])
+CREATE OR REPLACE FUNCTION pgq._check_entrypoints(argument text, value text[])
 RETURNS void
 LANGUAGE plpgsql
 IMMUTABLE

@@ -1,6 +1,6 @@
 -- pgq._check_ids(argument, value): a non-NULL array of job ids without NULL elements, at
 -- most 10000 long (an empty array is valid and means "nothing").
-CREATE OR REPLACE FUNCTION pgq._check_ids(argument text, value bigint [])
+CREATE OR REPLACE FUNCTION pgq._check_ids(argument text, value bigint[])
 RETURNS void
 LANGUAGE plpgsql
 IMMUTABLE

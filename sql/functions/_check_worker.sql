@@ -2,7 +2,7 @@
 -- for an id that was never registered and PQ003 for a worker that stopped or was reaped as
 -- dead (it must register again: its jobs may already be re-delivered to another worker).
 CREATE OR REPLACE FUNCTION pgq._check_worker(worker_id uuid)
-RETURNS text []
+RETURNS text[]
 LANGUAGE plpgsql
 STABLE
 SET search_path = pg_catalog, pg_temp
@@ -10,7 +10,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_state text;
-    v_entrypoints text [];
+    v_entrypoints text[];
 BEGIN
     IF worker_id IS NULL THEN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');

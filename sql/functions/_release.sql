@@ -2,7 +2,7 @@
 -- queued, or to canceled when cancellation was requested. The UPDATE re-checks that the job
 -- is still running under that worker, so a job completed meanwhile is never touched.
 -- Returns the number of jobs released.
-CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid [])
+CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -11,7 +11,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_released integer;
-    v_entrypoints text [];
+    v_entrypoints text[];
 BEGIN
     WITH canceled AS (
         DELETE FROM pgq._jobs AS j

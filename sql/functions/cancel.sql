@@ -4,7 +4,7 @@
 -- canceled (if the handler still finishes, it ends succeeded). Unknown or finished ids
 -- are ignored.
 -- Returns the number of jobs canceled or marked for cancellation. Raises PQ001.
-CREATE OR REPLACE FUNCTION pgq.cancel(job_ids bigint [])
+CREATE OR REPLACE FUNCTION pgq.cancel(job_ids bigint[])
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -41,5 +41,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.cancel(bigint []) IS
+COMMENT ON FUNCTION pgq.cancel(bigint[]) IS
 'Cancel jobs: queued, waiting and dead at once, running ones at their next heartbeat; returns how many.';

@@ -9,7 +9,7 @@
 -- Returns the claimed jobs (empty when nothing is due), each with deliveries + 1: a job
 -- with deliveries > 1 was delivered before (a crash, a lost lease, a release).
 -- Raises PQ001 for invalid arguments, PQ002 unknown worker, PQ003 worker no longer alive.
-CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text [], batch_size integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
 RETURNS TABLE (
     id bigint,
     entrypoint text,
@@ -30,9 +30,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_registered text [];
-    v_limited text [] := '{}';
-    v_allowed integer [] := '{}';
+    v_registered text[];
+    v_limited text[] := '{}';
+    v_allowed integer[] := '{}';
     v_queue record;
     v_running integer;
 BEGIN
@@ -100,5 +100,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.claim(uuid, text [], integer) IS
+COMMENT ON FUNCTION pgq.claim(uuid, text[], integer) IS
 'Claim up to batch_size due jobs for a registered worker, highest priority first, then oldest.';

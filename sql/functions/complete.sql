@@ -6,7 +6,7 @@
 --   stored in the outcome log).
 -- Returns the ids it completed; ids not returned were not held by this worker.
 -- Raises PQ001 for invalid arguments.
-CREATE OR REPLACE FUNCTION pgq.complete(worker_id uuid, job_ids bigint [], results jsonb [] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION pgq.complete(worker_id uuid, job_ids bigint[], results jsonb[] DEFAULT NULL)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 VOLATILE
@@ -43,5 +43,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.complete(uuid, bigint [], jsonb []) IS
+COMMENT ON FUNCTION pgq.complete(uuid, bigint[], jsonb[]) IS
 'Complete jobs the worker holds (fenced); returns the ids completed.';

@@ -5,7 +5,7 @@
 -- Raises PQ001 for invalid arguments, PQ004 for an oversized payload.
 CREATE OR REPLACE FUNCTION pgq.enqueue_batch(
     entrypoint text,
-    payloads jsonb [],
+    payloads jsonb[],
     priority integer DEFAULT 0,
     run_at timestamptz DEFAULT NULL
 )
@@ -51,5 +51,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.enqueue_batch(text, jsonb [], integer, timestamptz) IS
+COMMENT ON FUNCTION pgq.enqueue_batch(text, jsonb[], integer, timestamptz) IS
 'Enqueue one job per payload in one statement; returns the ids in payload order.';

@@ -16,7 +16,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_dead uuid [];
+    v_dead uuid[];
     v_count integer := 0;
     v_job record;
 BEGIN

@@ -3,7 +3,7 @@
 --   will claim). Returns the worker id to pass to claim, heartbeat, complete and fail.
 -- Also runs a sweep (pgq.reap), so a worker restarted after a crash recovers the jobs of
 -- its predecessor without waiting for pg_cron. Raises PQ001 for invalid arguments.
-CREATE OR REPLACE FUNCTION pgq.register_worker(name text, entrypoints text [])
+CREATE OR REPLACE FUNCTION pgq.register_worker(name text, entrypoints text[])
 RETURNS uuid
 LANGUAGE plpgsql
 VOLATILE
@@ -28,5 +28,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.register_worker(text, text []) IS
+COMMENT ON FUNCTION pgq.register_worker(text, text[]) IS
 'Register a worker for some entrypoints; returns its id.';

@@ -1,7 +1,7 @@
 -- pgq.retry: dead jobs go back to queued now, with attempt reset to 0. A dead job whose
 -- dedupe_key is taken by a newer live job stays dead (retrying it would duplicate work).
 -- Other ids are ignored. Returns the number of jobs re-queued. Raises PQ001.
-CREATE OR REPLACE FUNCTION pgq.retry(job_ids bigint [])
+CREATE OR REPLACE FUNCTION pgq.retry(job_ids bigint[])
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -11,7 +11,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_count integer;
-    v_entrypoints text [];
+    v_entrypoints text[];
 BEGIN
     PERFORM pgq._check_ids('job_ids', job_ids);
     WITH retried AS (
@@ -30,5 +30,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.retry(bigint []) IS
+COMMENT ON FUNCTION pgq.retry(bigint[]) IS
 'Re-queue dead jobs now with attempts reset; returns how many.';

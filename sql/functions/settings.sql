@@ -3,7 +3,7 @@
 -- heartbeats and the timeout to stop handlers; from psql:
 --   SELECT * FROM pgq.settings(ARRAY['email']);
 -- Returns one row per distinct entrypoint. Raises PQ001 for invalid entrypoints.
-CREATE OR REPLACE FUNCTION pgq.settings(entrypoints text [])
+CREATE OR REPLACE FUNCTION pgq.settings(entrypoints text[])
 RETURNS TABLE (
     entrypoint text,
     paused boolean,
@@ -43,5 +43,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.settings(text []) IS
+COMMENT ON FUNCTION pgq.settings(text[]) IS
 'Effective settings of entrypoints (defaults filled in): paused, max_attempts, backoff, lease, timeout, limits, retention.';

@@ -20,6 +20,6 @@ SELECT
     j.payload,
     j.headers
 FROM pgq._jobs AS j
-LEFT JOIN pgq._queues AS q ON q.entrypoint = j.entrypoint;
+LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint;
 
 COMMENT ON VIEW pgq.jobs IS 'Live jobs: queued, waiting, running and dead.';

@@ -15,6 +15,7 @@ WITH counts AS (
     FROM pgq._jobs AS j
     GROUP BY j.entrypoint
 )
+
 SELECT
     coalesce(c.entrypoint, q.entrypoint) AS entrypoint,
     coalesce(c.queued, 0) AS queued,
@@ -33,8 +34,8 @@ SELECT
     coalesce(q.backoff_max, d.backoff_max) AS backoff_max,
     coalesce(q.retention, d.retention) AS retention
 FROM counts AS c
-FULL JOIN pgq._queues AS q ON q.entrypoint = c.entrypoint
+FULL JOIN pgq._queues AS q ON c.entrypoint = q.entrypoint
 CROSS JOIN pgq._defaults() AS d
-ORDER BY 1;
+ORDER BY coalesce(c.entrypoint, q.entrypoint);
 
 COMMENT ON VIEW pgq.queues IS 'One row per entrypoint: job counts by state, pause state and effective settings.';
