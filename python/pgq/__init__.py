@@ -4,6 +4,7 @@ Delivery is at-least-once: a job whose worker crashes is delivered again, so han
 be idempotent.
 """
 
+from .client import Client, JobRow, QueueRow, WorkerRow
 from .errors import (
     InvalidArgument,
     PayloadTooLarge,
@@ -12,13 +13,22 @@ from .errors import (
     UnknownWorker,
     WorkerGone,
 )
+from .job import Job, JobCancelled
+from .worker import Worker
 
 __all__ = [
+    "Client",
     "InvalidArgument",
+    "Job",
+    "JobCancelled",
+    "JobRow",
     "PayloadTooLarge",
     "PgqError",
+    "QueueRow",
     "SchemaError",
     "UnknownWorker",
+    "Worker",
     "WorkerGone",
+    "WorkerRow",
 ]
 __version__ = "0.1.0"

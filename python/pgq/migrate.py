@@ -118,7 +118,8 @@ def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
         with conn.transaction():
             conn.execute(mig.sql)
             conn.execute(
-                "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name)
+                "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)",
+                (mig.version, mig.name),
             )
         done.append(f"applied migration {mig.path.name}")
     with conn.transaction():
@@ -136,7 +137,8 @@ def replay_migrations(dsn: str) -> None:
             with conn.transaction():
                 conn.execute(mig.sql)
                 conn.execute(
-                    "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name)
+                    "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)",
+                    (mig.version, mig.name),
                 )
         with conn.transaction():
             _apply_code(conn)
@@ -207,9 +209,7 @@ def schedule_sweeps(conn: psycopg.Connection, dsn: str) -> list[str]:
             return [msg]
         for name, schedule, command in CRON_JOBS:
             job = _job_name(name, dbname)
-            cron.execute(
-                "SELECT cron.schedule_in_database(%s, %s, %s, %s)", (job, schedule, command, dbname)
-            )
+            cron.execute("SELECT cron.schedule_in_database(%s, %s, %s, %s)", (job, schedule, command, dbname))
             done.append(f"pg_cron job {job!r} runs {command!r} at {schedule!r} in database {dbname!r}")
     return done
 

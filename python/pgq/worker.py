@@ -14,6 +14,7 @@ learns of cancellations) and the listener (a dedicated autocommit connection on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import os
@@ -135,6 +136,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._capacity = asyncio.Event()
         self._flush = asyncio.Event()
+        self._completing = asyncio.Lock()
         self._batch = self.batch_size or self.concurrency
         self._lease = 30.0
         dsn = resolve_dsn(self.dsn)
@@ -226,7 +228,12 @@ class Worker:
         )
         self.worker_id = rows[0]["id"]
         await self._refresh_settings()
-        log.info("worker %s registered as %s for %s", self.name, self.worker_id, ", ".join(self.entrypoints))
+        log.info(
+            "worker %s registered as %s for %s",
+            self.name,
+            self.worker_id,
+            ", ".join(self.entrypoints),
+        )
 
     async def _refresh_settings(self) -> None:
         rows = await self._sql(
@@ -279,16 +286,12 @@ class Worker:
                 self._start(Job(**row, worker_id=self.worker_id))
             if len(rows) < wanted:
                 # Drained: sleep until a NOTIFY, or poll (a lost NOTIFY, a run_at reached).
-                try:
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.poll_interval)
-                except asyncio.TimeoutError:
-                    pass
 
     async def _sleep(self, seconds: float) -> None:
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
 
     def _start(self, job: Job) -> None:
         handler = self._handlers[job.entrypoint]
@@ -304,7 +307,9 @@ class Worker:
         try:
             if handler.transactional:
                 await asyncio.wait_for(
-                    asyncio.shield(self._loop.run_in_executor(self._executor, self._run_in_transaction, job, handler)),
+                    asyncio.shield(
+                        self._loop.run_in_executor(self._executor, self._run_in_transaction, job, handler)
+                    ),
                     timeout,
                 )
                 self.completed += 1
@@ -313,7 +318,8 @@ class Worker:
                 await asyncio.wait_for(handler.fn(job), timeout)
             else:
                 await asyncio.wait_for(
-                    asyncio.shield(self._loop.run_in_executor(self._executor, handler.fn, job)), timeout
+                    asyncio.shield(self._loop.run_in_executor(self._executor, handler.fn, job)),
+                    timeout,
                 )
         except asyncio.TimeoutError:
             job._cancel.set()
@@ -323,7 +329,11 @@ class Worker:
                 return  # shutdown past the grace period: unregister releases the job
             await self._fail(job, "canceled")
         except _Fenced:
-            log.warning("job %d (%s): no longer held by this worker; its writes were rolled back", job.id, job.entrypoint)
+            log.warning(
+                "job %d (%s): no longer held by this worker; its writes were rolled back",
+                job.id,
+                job.entrypoint,
+            )
         except Exception:
             await self._fail(job, traceback.format_exc())
         else:
@@ -338,7 +348,8 @@ class Worker:
         with self._sync_pool.connection() as conn, conn.transaction():
             handler.fn(job, conn)
             done = conn.execute(
-                "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[])", (job.worker_id, [job.id])
+                "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[])",
+                (job.worker_id, [job.id]),
             ).fetchall()
             if not done:
                 raise _Fenced()
@@ -356,7 +367,14 @@ class Worker:
             return
         status = rows[0]["status"] or "not held by this worker any more"
         first_line = error.strip().splitlines()[-1] if error.strip() else error
-        log.warning("job %d (%s) failed on attempt %d: %s -> %s", job.id, job.entrypoint, job.attempt + 1, first_line, status)
+        log.warning(
+            "job %d (%s) failed on attempt %d: %s -> %s",
+            job.id,
+            job.entrypoint,
+            job.attempt + 1,
+            first_line,
+            status,
+        )
 
     # --- completing ---------------------------------------------------------------------
 
@@ -367,6 +385,11 @@ class Worker:
             await self._complete_pending()
 
     async def _complete_pending(self) -> None:
+        # One flush at a time: shutdown's final flush must wait for a batch in flight.
+        async with self._completing:
+            await self._complete_batches()
+
+    async def _complete_batches(self) -> None:
         while self._done:
             batch, self._done = self._done[:10000], self._done[10000:]
             by_worker: dict[UUID, list[int]] = {}
@@ -381,7 +404,10 @@ class Worker:
                 self.completed += len(rows)
                 if len(rows) < len(ids):
                     lost = sorted(set(ids) - {r["id"] for r in rows})
-                    log.warning("jobs %s were no longer held by this worker (re-delivered); not completed", lost)
+                    log.warning(
+                        "jobs %s were no longer held by this worker (re-delivered); not completed",
+                        lost,
+                    )
 
     # --- heartbeat and wake-ups ---------------------------------------------------------
 
@@ -441,9 +467,13 @@ class Worker:
         if self.worker_id is not None:
             try:
                 rows = await self._sql(
-                    "SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released", (self.worker_id,)
+                    "SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released",
+                    (self.worker_id,),
                 )
                 if rows and rows[0]["released"]:
                     log.info("released %d unfinished jobs", rows[0]["released"])
             except (PgqError, *_TRANSIENT) as exc:
-                log.warning("could not unregister (%s); the sweep will release our jobs after the lease", exc)
+                log.warning(
+                    "could not unregister (%s); the sweep will release our jobs after the lease",
+                    exc,
+                )

@@ -35,7 +35,9 @@ def db_dsn(name: str) -> str:
 def create_database(name: str, template: str | None = None) -> str:
     stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template:
-        stmt = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template))
+        stmt = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(template)
+        )
     admin_execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)), stmt)
     return db_dsn(name)
 

@@ -1,0 +1,5 @@
+"""`python -m pgq ...` is the `pgq` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,52 @@
+"""`pgq worker MODULE:ATTR`: run a pgq.Worker defined in the user's code."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+
+import click
+
+from .dsn import resolve_dsn
+from .worker import Worker
+
+
+def load_worker(spec: str) -> Worker:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter("expected MODULE:ATTR, e.g. myapp.jobs:worker", param_hint="MODULE:ATTR")
+    # Like `python -m`, let the current directory's modules be found.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name!r}: {exc}", param_hint="MODULE:ATTR") from exc
+    obj = getattr(module, attr, None)
+    if not isinstance(obj, Worker):
+        raise click.BadParameter(f"{spec} is not a pgq.Worker", param_hint="MODULE:ATTR")
+    return obj
+
+
+@click.command("worker")
+@click.argument("spec", metavar="MODULE:ATTR")
+@click.option("--dsn", envvar="PGQ_DSN", default=None, help="libpq connection string (default: $PGQ_DSN).")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Handlers running at once.")
+@click.option("--batch-size", type=click.IntRange(1, 10000), help="Jobs claimed per round trip.")
+def worker_command(spec: str, dsn: str | None, concurrency: int | None, batch_size: int | None) -> None:
+    """Run the pgq.Worker at MODULE:ATTR until SIGTERM or SIGINT (then exit 0)."""
+    worker = load_worker(spec)
+    if worker.dsn is None or dsn:
+        worker.dsn = resolve_dsn(dsn)
+    if concurrency:
+        worker.concurrency = concurrency
+    if batch_size:
+        worker.batch_size = batch_size
+    logging.getLogger("pgq").setLevel(logging.INFO)
+    worker.run()
+    logging.shutdown()
+    # A sync handler still running past the grace period cannot be interrupted; its job was
+    # released, so do not let its thread hold the process open.
+    os._exit(0)

@@ -1,0 +1,421 @@
+"""pgq.Client against the real database: every method, conn= transactions, error mapping."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from uuid import UUID
+
+import psycopg
+import pytest
+
+import pgq
+from pgq import Client, JobRow, QueueRow, WorkerRow
+
+
+@pytest.fixture
+def client(dsn: str) -> Iterator[Client]:
+    with Client(dsn) as c:
+        yield c
+
+
+def claim_one(conn: psycopg.Connection, entrypoint: str) -> tuple[UUID, int]:
+    """Register a worker and claim one job of entrypoint: (worker id, job id)."""
+    worker_id = conn.execute(
+        "SELECT pgq.register_worker(name => 'test-worker', entrypoints => ARRAY[%s])",
+        (entrypoint,),
+    ).fetchone()[0]
+    row = conn.execute(
+        "SELECT id FROM pgq.claim(worker_id => %s, entrypoints => ARRAY[%s])",
+        (worker_id, entrypoint),
+    ).fetchone()
+    assert row is not None, "nothing to claim"
+    return worker_id, row[0]
+
+
+def make_dead(client: Client, conn: psycopg.Connection, entrypoint: str = "dying") -> int:
+    """A job that failed its only attempt."""
+    job_id = client.enqueue(entrypoint, {"n": 1}, max_attempts=1)
+    worker_id, claimed = claim_one(conn, entrypoint)
+    assert claimed == job_id
+    status = conn.execute(
+        "SELECT pgq.fail(worker_id => %s, job_id => %s, error => 'boom')", (worker_id, job_id)
+    ).fetchone()[0]
+    assert status == "dead"
+    return job_id
+
+
+def count_jobs(dsn: str, entrypoint: str) -> int:
+    """Counted on a connection of its own: sees only committed jobs."""
+    with psycopg.connect(dsn) as c:
+        query = "SELECT count(*) FROM pgq.jobs WHERE entrypoint = %s"
+        return c.execute(query, (entrypoint,)).fetchone()[0]
+
+
+# --- enqueue -------------------------------------------------------------------------------
+
+
+def test_enqueue_passes_every_named_argument(client: Client) -> None:
+    run_at = datetime.now(timezone.utc) + timedelta(hours=1)
+    job_id = client.enqueue(
+        "email",
+        {"to": "a@b"},
+        priority=7,
+        run_at=run_at,
+        dedupe_key="welcome:1",
+        headers={"trace_id": "abc"},
+        max_attempts=3,
+    )
+    [job] = client.jobs(entrypoint="email")
+    assert job.id == job_id
+    assert job.payload == {"to": "a@b"}
+    assert job.priority == 7
+    assert abs(job.run_at - run_at) < timedelta(milliseconds=1)
+    assert job.dedupe_key == "welcome:1"
+    assert job.headers == {"trace_id": "abc"}
+    assert job.max_attempts == 3
+    assert (job.status, job.attempt, job.deliveries) == ("queued", 0, 0)
+
+
+def test_enqueue_defaults_and_scalar_payloads(client: Client) -> None:
+    ids = [client.enqueue("plain"), client.enqueue("plain", [1, 2]), client.enqueue("plain", "x")]
+    jobs = {j.id: j for j in client.jobs(entrypoint="plain")}
+    assert [jobs[i].payload for i in ids] == [None, [1, 2], "x"]
+    assert {j.priority for j in jobs.values()} == {0}
+    assert {j.max_attempts for j in jobs.values()} == {5}
+
+
+def test_enqueue_dedupe_key_returns_the_live_job(client: Client) -> None:
+    first = client.enqueue("report", {"day": 1}, dedupe_key="day-1")
+    assert client.enqueue("report", {"day": 1}, dedupe_key="day-1") == first
+    assert client.enqueue("report", {"day": 2}, dedupe_key="day-2") != first
+
+
+def test_enqueue_run_at_timedelta_counts_from_database_now(client: Client) -> None:
+    client.enqueue("later", run_at=timedelta(minutes=10))
+    [queue] = client.queues()
+    assert (queue.queued, queue.scheduled) == (0, 1)
+    [job] = client.jobs(entrypoint="later")
+    assert timedelta(minutes=9) < job.run_at - job.enqueued_at <= timedelta(minutes=10, seconds=1)
+
+
+def test_enqueue_rejects_naive_run_at(client: Client) -> None:
+    with pytest.raises(pgq.InvalidArgument, match="run_at"):
+        client.enqueue("x", run_at=datetime.now())
+
+
+def test_enqueue_without_conn_commits(client: Client, dsn: str) -> None:
+    client.enqueue("committed", {"a": 1})
+    assert count_jobs(dsn, "committed") == 1
+
+
+def test_conn_rolled_back_means_no_job(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        job_id = client.enqueue("tx", {"a": 1}, conn=conn)
+        assert client.job_status(job_id, conn=conn) == "queued"  # visible inside
+        assert count_jobs(dsn, "tx") == 0  # invisible outside until commit
+        conn.rollback()
+    assert count_jobs(dsn, "tx") == 0
+    assert client.job_status(job_id) is None
+
+
+def test_conn_committed_means_a_job(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        with conn.transaction():
+            conn.execute("CREATE TEMP TABLE orders (id int)")
+            conn.execute("INSERT INTO orders VALUES (1)")
+            job_id = client.enqueue("tx", {"order": 1}, conn=conn)
+            assert count_jobs(dsn, "tx") == 0
+        assert count_jobs(dsn, "tx") == 1
+    assert client.job_status(job_id) == "queued"
+
+
+def test_enqueue_from_threads_shares_the_pool(client: Client, dsn: str) -> None:
+    def produce() -> None:
+        for i in range(25):
+            client.enqueue("threads", {"i": i})
+
+    threads = [threading.Thread(target=produce) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert count_jobs(dsn, "threads") == 200
+
+
+def test_enqueue_depends_on_when_the_schema_has_it(client: Client, conn: psycopg.Connection) -> None:
+    has_it = conn.execute(
+        "SELECT 'depends_on' = ANY (proargnames) FROM pg_proc WHERE oid = 'pgq.enqueue'::regproc"
+    ).fetchone()[0]
+    if not has_it:
+        pytest.skip("pgq.enqueue has no depends_on parameter in this schema yet")
+    parent = client.enqueue("parent")
+    child = client.enqueue("child", depends_on=[parent])
+    assert client.job_status(child) == "waiting"
+
+
+# --- enqueue_batch -------------------------------------------------------------------------
+
+
+def test_enqueue_batch_returns_ids_in_payload_order(client: Client) -> None:
+    payloads = [{"n": i} for i in range(50)] + [None, [1], "s"]
+    ids = client.enqueue_batch("bulk", payloads, priority=2)
+    assert len(ids) == len(payloads) and ids == sorted(ids)
+    jobs = {j.id: j for j in client.jobs(entrypoint="bulk", limit=1000)}
+    assert [jobs[i].payload for i in ids] == payloads
+    assert {j.priority for j in jobs.values()} == {2}
+
+
+def test_enqueue_batch_empty_and_scheduled(client: Client) -> None:
+    assert client.enqueue_batch("bulk", []) == []
+    ids = client.enqueue_batch("bulk", [1, 2], run_at=timedelta(hours=1))
+    [queue] = client.queues()
+    assert (queue.entrypoint, queue.scheduled, queue.queued) == ("bulk", 2, 0)
+    assert len(ids) == 2
+
+
+def test_enqueue_batch_joins_the_callers_transaction(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        client.enqueue_batch("bulk", [1, 2, 3], conn=conn)
+        conn.rollback()
+        client.enqueue_batch("bulk", [4, 5], conn=conn)
+        conn.commit()
+    assert count_jobs(dsn, "bulk") == 2
+
+
+# --- status, cancel, retry -----------------------------------------------------------------
+
+
+def test_job_status_live_finished_and_unknown(client: Client) -> None:
+    job_id = client.enqueue("s")
+    assert client.job_status(job_id) == "queued"
+    assert client.cancel([job_id]) == 1
+    assert client.job_status(job_id) == "canceled"
+    assert client.job_status(10**12) is None
+
+
+def test_cancel_accepts_one_id_or_many_and_counts(client: Client) -> None:
+    ids = client.enqueue_batch("c", [1, 2, 3])
+    assert client.cancel(ids[0]) == 1
+    assert client.cancel([ids[1], ids[2], 10**12]) == 2
+    assert client.cancel([]) == 0
+    assert client.jobs(entrypoint="c") == []
+
+
+def test_cancel_running_job_requests_cancellation(client: Client, conn: psycopg.Connection) -> None:
+    job_id = client.enqueue("long")
+    claim_one(conn, "long")
+    assert client.cancel([job_id]) == 1
+    [job] = client.jobs(entrypoint="long")
+    assert (job.status, job.cancel_requested) == ("running", True)
+
+
+def test_retry_requeues_dead_jobs(client: Client, conn: psycopg.Connection) -> None:
+    job_id = make_dead(client, conn)
+    [job] = client.jobs(status="dead")
+    assert (job.id, job.attempt, job.last_error) == (job_id, 1, "boom")
+    assert client.retry([job_id, 10**12]) == 1
+    [job] = client.jobs(entrypoint="dying")
+    assert (job.status, job.attempt) == ("queued", 0)
+    assert client.retry(job_id) == 0  # not dead any more
+
+
+# --- pause, resume, configure, reap --------------------------------------------------------
+
+
+def test_pause_and_resume(client: Client) -> None:
+    client.pause("p")
+    [queue] = client.queues()
+    assert (queue.entrypoint, queue.paused) == ("p", True)
+    client.resume("p")
+    assert client.queues()[0].paused is False
+
+
+def test_configure_with_timedelta_and_interval_text(client: Client) -> None:
+    client.configure(
+        "cfg",
+        max_attempts=9,
+        backoff_base="2 seconds",
+        backoff_max=timedelta(minutes=5),
+        lease="1 minute",
+        timeout=timedelta(minutes=10),
+        concurrency=4,
+        retention="3 days",
+    )
+    [queue] = client.queues()
+    assert queue.max_attempts == 9
+    assert queue.backoff_base == timedelta(seconds=2)
+    assert queue.backoff_max == timedelta(minutes=5)
+    assert queue.lease == timedelta(minutes=1)
+    assert queue.timeout == timedelta(minutes=10)
+    assert queue.concurrency == 4
+    assert queue.retention == timedelta(days=3)
+    client.configure("cfg", concurrency=0)  # removes the limit, leaves the rest
+    [queue] = client.queues()
+    assert (queue.concurrency, queue.max_attempts) == (None, 9)
+
+
+def test_configure_bad_interval_text_names_the_argument(client: Client) -> None:
+    with pytest.raises(pgq.InvalidArgument, match=r"invalid argument lease: 'soon' is not an"):
+        client.configure("cfg", lease="soon")
+    assert client.queues() == []  # nothing changed
+
+
+def test_configure_bad_interval_keeps_the_callers_transaction(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        client.enqueue("tx", conn=conn)
+        with pytest.raises(pgq.InvalidArgument, match="retention"):
+            client.configure("tx", retention="forever", conn=conn)
+        client.configure("tx", max_attempts=2, conn=conn)  # the transaction is still usable
+        conn.commit()
+    [queue] = client.queues()
+    assert (queue.entrypoint, queue.queued, queue.max_attempts) == ("tx", 1, 2)
+
+
+def test_configure_out_of_range_raises_from_sql(client: Client) -> None:
+    with pytest.raises(pgq.InvalidArgument, match="lease") as info:
+        client.configure("cfg", lease=timedelta(milliseconds=10))
+    assert isinstance(info.value.__cause__, psycopg.Error)
+    assert info.value.__cause__.sqlstate == "PQ001"
+    with pytest.raises(pgq.InvalidArgument, match="rate"):
+        client.configure("cfg", rate=5)
+
+
+def test_reap_requeues_jobs_of_silent_workers(client: Client, conn: psycopg.Connection) -> None:
+    assert client.reap() == 0
+    job_id = client.enqueue("r")
+    worker_id, _ = claim_one(conn, "r")
+    conn.execute(
+        "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s",
+        (worker_id,),
+    )
+    assert client.reap() == 1
+    [job] = client.jobs(entrypoint="r")
+    assert (job.id, job.status, job.deliveries) == (job_id, "queued", 1)
+    [worker] = client.workers()
+    assert worker.state == "dead"
+
+
+# --- views ---------------------------------------------------------------------------------
+
+
+def test_rows_are_frozen_dataclasses(client: Client, conn: psycopg.Connection) -> None:
+    client.enqueue("v", {"a": 1})
+    client.enqueue("v", {"a": 2})
+    worker_id, _ = claim_one(conn, "v")
+    [queue] = client.queues()
+    [worker] = client.workers()
+    jobs = client.jobs()
+    assert isinstance(queue, QueueRow) and isinstance(worker, WorkerRow)
+    assert all(isinstance(j, JobRow) for j in jobs)
+    assert (queue.queued, queue.running, queue.dead) == (1, 1, 0)
+    assert (worker.id, worker.name, worker.state, worker.jobs_held) == (
+        worker_id,
+        "test-worker",
+        "alive",
+        1,
+    )
+    assert worker.entrypoints == ["v"] and worker.heartbeat_age < timedelta(minutes=1)
+    for row in (queue, worker, jobs[0]):
+        assert dataclasses.is_dataclass(row)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            row.entrypoint = "other"  # type: ignore[misc]
+
+
+def test_jobs_filters_and_limit(client: Client, conn: psycopg.Connection) -> None:
+    client.enqueue_batch("a", [1, 2, 3])
+    client.enqueue("b")
+    claim_one(conn, "b")
+    assert [j.payload for j in client.jobs(entrypoint="a")] == [1, 2, 3]
+    assert len(client.jobs(limit=2)) == 2
+    assert [j.entrypoint for j in client.jobs(status="running")] == ["b"]
+    assert client.jobs(entrypoint="a", status="running") == []
+    with pytest.raises(pgq.InvalidArgument, match="status"):
+        client.jobs(status="succeeded")
+    with pytest.raises(pgq.InvalidArgument, match="limit"):
+        client.jobs(limit=0)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda c: c.enqueue(""), "entrypoint"),
+        (lambda c: c.enqueue("x", headers=[1]), "headers"),
+        (lambda c: c.enqueue("x", max_attempts=0), "max_attempts"),
+        (lambda c: c.enqueue("x", dedupe_key=""), "dedupe_key"),
+        (lambda c: c.enqueue_batch("", [1]), "entrypoint"),
+        (lambda c: c.cancel([1, None]), "job_ids"),
+        (lambda c: c.retry("12"), "job_ids"),
+        (lambda c: c.job_status(None), "job_id"),
+        (lambda c: c.pause(" "), "entrypoint"),
+        (lambda c: c.configure("x", max_attempts=5000), "max_attempts"),
+    ],
+)
+def test_invalid_arguments_raise_invalid_argument_naming_it(
+    client: Client, call: object, argument: str
+) -> None:
+    with pytest.raises(pgq.InvalidArgument, match=f"invalid argument {argument}\\b"):
+        call(client)  # type: ignore[operator]
+
+
+def big_payload() -> dict[str, str]:
+    # Random bytes do not compress: over 1 MiB as stored.
+    return {"blob": base64.b64encode(os.urandom(1_200_000)).decode()}
+
+
+def test_oversized_payload_raises_payload_too_large(client: Client) -> None:
+    with pytest.raises(pgq.PayloadTooLarge, match="payload") as info:
+        client.enqueue("big", big_payload())
+    assert "hint:" in str(info.value)
+    with pytest.raises(pgq.PayloadTooLarge, match=r"payloads\[2\]"):
+        client.enqueue_batch("big", [1, big_payload()])
+    assert client.jobs() == []
+
+
+def test_other_database_errors_are_not_translated(client: Client) -> None:
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        client.enqueue("x", priority=2**40)
+
+
+# --- lifecycle -----------------------------------------------------------------------------
+
+
+def test_pool_opens_lazily_and_a_bad_dsn_fails_fast() -> None:
+    client = Client("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=5")
+    started = time.monotonic()
+    with pytest.raises(psycopg.OperationalError):
+        client.enqueue("x")
+    assert time.monotonic() - started < 5
+    client.close()
+
+
+def test_closed_client_refuses_calls(dsn: str) -> None:
+    with Client(dsn) as client:
+        client.enqueue("x")
+    with pytest.raises(pgq.PgqError, match="closed"):
+        client.enqueue("x")
+    client.close()  # idempotent
+
+
+def test_dsn_from_environment(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGQ_DSN", dsn)
+    with Client() as client:
+        assert client.dsn == dsn
+        job_id = client.enqueue("env")
+        assert client.job_status(job_id) == "queued"
+
+
+def test_database_without_pgq_raises_schema_error(fresh_db: str) -> None:
+    with Client(fresh_db) as client:
+        with pytest.raises(pgq.SchemaError, match="pgq install"):
+            client.enqueue("x")
+        with pytest.raises(pgq.SchemaError, match="pgq install"):
+            client.queues()

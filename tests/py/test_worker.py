@@ -1,0 +1,175 @@
+"""The worker end to end: real `pgq worker` processes against the real PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def spawn(dsn: str, ledger: Path) -> Iterator:
+    started: list[WorkerProcess] = []
+
+    def start(**env: str) -> WorkerProcess:
+        proc = WorkerProcess(dsn, ledger, **env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()
+
+
+def enqueue_batch(dsn: str, entrypoint: str, payloads: list[str]) -> list[int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT * FROM pgq.enqueue_batch(%s, %s::jsonb[])", (entrypoint, payloads)
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_end_to_end_10k_jobs_three_workers(dsn: str, ledger: Path, spawn) -> None:
+    ids = enqueue_batch(dsn, "noop", ["{}"] * 10_000)
+    workers = [spawn() for _ in range(3)]
+    wait_until(lambda: outcome_count(dsn) == 10_000, 90, "10000 jobs to succeed")
+    assert [w.terminate() for w in workers] == [0, 0, 0]
+    runs = Counter(job_id for job_id, *_ in ledger_lines(ledger))
+    assert set(runs) == set(ids)
+    assert max(runs.values()) == 1, "a job ran twice without a fault"
+    assert scalar(dsn, "SELECT count(*) FROM pgq.jobs") == 0
+    assert scalar(dsn, "SELECT count(*) FROM pgq.workers WHERE state = 'alive'") == 0
+    # every worker took a share
+    assert len({p.name for p in ledger.glob("*.log")}) == 3
+
+
+def test_sigkill_redelivers_after_lease_and_fences_the_dead_worker(dsn: str, ledger: Path, spawn) -> None:
+    scalar(dsn, "SELECT pgq.configure('slow', lease => '2 seconds')")
+    ids = enqueue_batch(dsn, "slow", ['{"sleep": 3}'] * 10)
+    victim = spawn()
+    wait_until(lambda: len(ledger_lines(ledger)) >= 10, 20, "the victim to start all jobs")
+    victim_id = scalar(dsn, "SELECT id FROM pgq.workers WHERE state = 'alive'")
+    victim.kill()
+    survivor = spawn()
+    wait_until(lambda: outcome_count(dsn, entrypoint="slow") == 10, 40, "re-delivered jobs to succeed")
+    assert survivor.terminate() == 0
+
+    ends = [r for r in ledger_lines(ledger) if r[3] == "end"]
+    assert sorted(r[0] for r in ends) == sorted(ids), "every job finished exactly once"
+    assert {r[1] for r in ends} == {2}, "the re-delivery is visible to the handler"
+    assert scalar(dsn, "SELECT state FROM pgq.workers WHERE id = %s", (victim_id,)) == "dead"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        late = conn.execute("SELECT * FROM pgq.complete(%s, %s)", (victim_id, ids)).fetchall()
+        assert late == [], "the dead worker's late complete is fenced out"
+        assert conn.execute("SELECT pgq.fail(%s, %s, 'late')", (victim_id, ids[0])).fetchone()[0] is None
+    assert outcome_count(dsn, entrypoint="slow") == 10
+
+
+def test_sigterm_lets_running_jobs_finish_and_exits_zero(dsn: str, ledger: Path, spawn) -> None:
+    enqueue_batch(dsn, "slow", ['{"sleep": 1}'] * 5)
+    worker = spawn()
+    wait_until(lambda: len(ledger_lines(ledger)) >= 5, 20, "jobs to start")
+    assert worker.terminate() == 0
+    assert outcome_count(dsn, entrypoint="slow") == 5
+    assert scalar(dsn, "SELECT count(*) FROM pgq.jobs") == 0
+    assert scalar(dsn, "SELECT state FROM pgq.workers") == "stopped"
+
+
+def test_sigterm_past_grace_releases_unfinished_jobs(dsn: str, ledger: Path, spawn) -> None:
+    (job_id,) = enqueue_batch(dsn, "slow", ['{"sleep": 30}'])
+    worker = spawn(APP_GRACE="0.5")
+    wait_until(lambda: ledger_lines(ledger), 20, "the job to start")
+    started = time.monotonic()
+    assert worker.terminate() == 0
+    assert time.monotonic() - started < 10
+    assert scalar(dsn, "SELECT status FROM pgq.jobs WHERE id = %s", (job_id,)) == "queued"
+    assert scalar(dsn, "SELECT deliveries FROM pgq.jobs WHERE id = %s", (job_id,)) == 1
+
+
+def test_failing_handler_retries_then_dies(dsn: str, ledger: Path, spawn) -> None:
+    scalar(dsn, "SELECT pgq.configure('flaky', max_attempts => 3, backoff_base => '100 milliseconds')")
+    (once,) = enqueue_batch(dsn, "flaky", ['{"fail_times": 1}'])
+    (always,) = enqueue_batch(dsn, "flaky", ['{"fail_times": 100}'])
+    worker = spawn(APP_POLL="0.1")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (always,)) == "dead", 30, "a dead job")
+    wait_until(
+        lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (once,)) == "succeeded",
+        30,
+        "a retried job",
+    )
+    assert worker.terminate() == 0
+    runs = Counter(job_id for job_id, *_ in ledger_lines(ledger))
+    assert runs[once] == 2
+    assert runs[always] == 3
+    error = scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (always,))
+    assert "RuntimeError: flaky failure on attempt 3" in error
+    assert "failed" in worker.log() and str(always) in worker.log()
+
+
+@pytest.mark.parametrize("entrypoint", ["slow", "slow_sync"])
+def test_cancel_running_job(dsn: str, ledger: Path, spawn, entrypoint: str) -> None:
+    scalar(dsn, "SELECT pgq.configure(%s, lease => '2 seconds')", (entrypoint,))
+    (job_id,) = enqueue_batch(dsn, entrypoint, ['{"sleep": 60}'])
+    worker = spawn()
+    wait_until(lambda: ledger_lines(ledger), 20, "the job to start")
+    assert scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (job_id,)) == 1
+    wait_until(
+        lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job_id,)) == "canceled",
+        15,
+        "cancellation",
+    )
+    assert worker.terminate() == 0
+
+
+def test_timeout_fails_the_job(dsn: str, ledger: Path, spawn) -> None:
+    scalar(dsn, "SELECT pgq.configure('slow', timeout => '1 second', max_attempts => 1)")
+    (job_id,) = enqueue_batch(dsn, "slow", ['{"sleep": 30}'])
+    worker = spawn()
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job_id,)) == "dead", 15, "the timeout")
+    assert "timeout" in scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (job_id,))
+    assert worker.terminate() == 0
+
+
+def test_idle_worker_wakes_on_notify(dsn: str, ledger: Path, spawn) -> None:
+    # A poll interval far above the bound, so only the NOTIFY can explain a fast pickup.
+    worker = spawn(APP_POLL="10")
+    wait_until(
+        lambda: scalar(dsn, "SELECT count(*) FROM pgq.workers WHERE state = 'alive'"),
+        20,
+        "registration",
+    )
+    time.sleep(1)  # let it finish its first empty claim and go idle
+    latencies = []
+    for _ in range(3):
+        committed = time.time()
+        enqueue_batch(dsn, "noop", ["{}"])
+        count = len(ledger_lines(ledger))
+        wait_until(lambda c=count: len(ledger_lines(ledger)) > c, 5, "the job to run", interval=0.005)
+        latencies.append(max(r[4] for r in ledger_lines(ledger)) - committed)
+    assert worker.terminate() == 0
+    assert max(latencies) < 1.0, latencies
+
+
+def test_transactional_handler_commits_with_the_completion(dsn: str, ledger: Path, spawn) -> None:
+    execute(dsn, "CREATE TABLE IF NOT EXISTS tx_effects (job_id bigint)")
+    scalar(dsn, "SELECT pgq.configure('tx', max_attempts => 2, backoff_base => '100 milliseconds')")
+    (ok,) = enqueue_batch(dsn, "tx", ["{}"])
+    (bad,) = enqueue_batch(dsn, "tx", ['{"fail": true}'])
+    worker = spawn(APP_POLL="0.1")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (bad,)) == "dead", 20, "the failing job")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (ok,)) == "succeeded", 20, "the good job")
+    assert worker.terminate() == 0
+    effects = Counter(r[0] for r in execute(dsn, "SELECT job_id FROM tx_effects"))
+    assert effects == {ok: 1}, "writes of the failed runs were rolled back with them"

@@ -1,0 +1,66 @@
+"""Handlers the worker tests run in real `pgq worker` processes.
+
+Every run is written to a ledger file of the process (LEDGER_DIR/<pid>.log, one line
+"job_id deliveries entrypoint event"), outside the queue, so tests can count runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pgq
+
+worker = pgq.Worker(
+    concurrency=int(os.environ.get("APP_CONCURRENCY", "20")),
+    poll_interval=float(os.environ.get("APP_POLL", "0.5")),
+    grace_period=float(os.environ.get("APP_GRACE", "10")),
+)
+
+_ledger = open(  # noqa: SIM115 - one line-buffered file for the life of the process
+    os.path.join(os.environ.get("LEDGER_DIR", "."), f"{os.getpid()}.log"), "a", buffering=1
+)
+
+
+def record(job: pgq.Job, event: str = "run") -> None:
+    _ledger.write(f"{job.id} {job.deliveries} {job.entrypoint} {event} {time.time():.6f}\n")
+
+
+@worker.entrypoint("noop")
+async def noop(job: pgq.Job) -> None:
+    record(job)
+
+
+@worker.entrypoint("slow")
+async def slow(job: pgq.Job) -> None:
+    record(job, "start")
+    await asyncio.sleep(float((job.payload or {}).get("sleep", 1.0)))
+    record(job, "end")
+
+
+@worker.entrypoint("slow_sync")
+def slow_sync(job: pgq.Job) -> None:
+    record(job, "start")
+    deadline = time.monotonic() + float((job.payload or {}).get("sleep", 1.0))
+    while time.monotonic() < deadline:
+        if job.cancelled:
+            record(job, "cancelled")
+            raise pgq.JobCancelled()
+        time.sleep(0.02)
+    record(job, "end")
+
+
+@worker.entrypoint("flaky")
+def flaky(job: pgq.Job) -> None:
+    record(job)
+    if job.attempt < int((job.payload or {}).get("fail_times", 1)):
+        raise RuntimeError(f"flaky failure on attempt {job.attempt + 1}")
+
+
+@worker.entrypoint("tx", transactional=True)
+def tx(job: pgq.Job, conn) -> None:
+    record(job)
+    conn.execute("INSERT INTO tx_effects (job_id) VALUES (%s)", (job.id,))
+    if (job.payload or {}).get("fail"):
+        raise RuntimeError("fail after writing")
