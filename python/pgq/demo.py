@@ -94,22 +94,24 @@ def _table(rows: list[tuple], headers: list[str]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) for r in cells]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip() for r in cells]
     return "\n".join(out)
 
 
 def main() -> None:
     admin = os.environ.get("PGQ_DEMO_DSN", "postgresql://postgres@127.0.0.1:54329/postgres")
+    dsn = make_conninfo(admin, dbname=DEMO_DB)
     with psycopg.connect(admin, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DEMO_DB,)).fetchone():
+            migrate.uninstall(dsn)  # removes the previous run's pg_cron job too
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DEMO_DB)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEMO_DB)))
-    dsn = make_conninfo(admin, dbname=DEMO_DB)
     for line in migrate.install(dsn):
         click.echo(line)
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(SETUP)
-        total = conn.execute("SELECT sum(queued + scheduled) FROM pgq.queues").fetchone()[0]
+        total = conn.execute("SELECT sum(queued + scheduled)::int FROM pgq.queues").fetchone()[0]
     click.echo(
         f"enqueued {total} jobs from SQL: {ORDERS} orders through a trigger, {RECEIPTS} receipts"
         f" in one enqueue_batch, {REMINDERS} reminders 1-4 s ahead"
@@ -128,7 +130,7 @@ def main() -> None:
             left = total
             while left > 0:
                 time.sleep(0.2)
-                left = conn.execute("SELECT sum(queued + scheduled + running) FROM pgq.queues").fetchone()[0]
+                left = conn.execute("SELECT sum(queued + scheduled + running)::int FROM pgq.queues").fetchone()[0]
                 bar.update(total - left - bar.pos)
                 if any(p.poll() is not None for p in workers):
                     raise click.ClickException(
