@@ -89,6 +89,9 @@ FROM generate_series(1, {REMINDERS}) AS i;
 """
 
 
+REMAINING = "SELECT sum(queued + scheduled + running)::int FROM pgq.queues"
+
+
 def _table(rows: list[tuple], headers: list[str]) -> str:
     cells = [[("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
@@ -130,7 +133,7 @@ def main() -> None:
             left = total
             while left > 0:
                 time.sleep(0.2)
-                left = conn.execute("SELECT sum(queued + scheduled + running)::int FROM pgq.queues").fetchone()[0]
+                left = conn.execute(REMAINING).fetchone()[0]
                 bar.update(total - left - bar.pos)
                 if any(p.poll() is not None for p in workers):
                     raise click.ClickException(
