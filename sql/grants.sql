@@ -37,5 +37,8 @@ pgq.resume(text),
 pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval)
 TO pgq_admin;
 
+-- The views call pgq._defaults(), a constant: their readers need to execute it.
+GRANT EXECUTE ON FUNCTION pgq._defaults() TO pgq_producer, pgq_worker, pgq_admin;
+
 GRANT SELECT ON pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes TO pgq_admin;
 GRANT SELECT ON pgq.queues, pgq.workers TO pgq_worker;

@@ -13,6 +13,9 @@ BEGIN
     ELSIF length(value) > 200 THEN
         PERFORM pgq._invalid(argument, format('is %s characters long', length(value)),
             'Entrypoint names are at most 200 characters.');
+    ELSIF value <> btrim(value) THEN
+        PERFORM pgq._invalid(argument, format('%L has leading or trailing spaces', value),
+            'Remove the spaces: '' email'' and ''email'' would be different entrypoints.');
     ELSIF value ~ '[[:cntrl:]]' THEN
         PERFORM pgq._invalid(argument, 'contains control characters',
             'Use printable characters only.');

@@ -1,5 +1,5 @@
 -- pgq._check_job(...): validation shared by pgq.enqueue and pgq.enqueue_batch.
--- Payloads are limited to 1 MiB as stored (pg_column_size, after compression): a queue
+-- Payloads are limited to 1 MiB in jsonb form (pg_column_size, before compression): a queue
 -- row is read on every claim, and large blobs belong in a table the payload points to.
 CREATE OR REPLACE FUNCTION pgq._check_job(
     entrypoint text,

@@ -49,9 +49,13 @@ BEGIN
     END IF;
 
     IF v_job.attempt + 1 < v_max THEN
+        -- In seconds (double precision), so that a large attempt cannot overflow an interval.
         v_delay := coalesce(
             retry_in,
-            least(v_base * power(2, least(v_job.attempt, 60)), v_cap) * (0.5 + random() / 2)
+            make_interval(secs => least(
+                extract(EPOCH FROM v_base) * power(2, least(v_job.attempt, 1000)),
+                extract(EPOCH FROM v_cap)
+            ) * (0.5 + random() / 2))
         );
         v_status := 'queued';
     ELSE

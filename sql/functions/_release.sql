@@ -1,7 +1,7 @@
 -- pgq._release(worker_ids): running jobs held by these (stopped or dead) workers go back to
 -- queued, or to canceled when cancellation was requested. The UPDATE re-checks that the job
 -- is still running under that worker, so a job completed meanwhile is never touched.
--- Returns the number of jobs released.
+-- Returns the number of jobs released or canceled.
 CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql
@@ -11,6 +11,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_released integer;
+    v_canceled integer;
     v_entrypoints text[];
 BEGIN
     WITH canceled AS (
@@ -24,6 +25,7 @@ BEGIN
     SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
            c.started_at, c.worker_id, 'canceled while its worker was lost'
     FROM canceled AS c;
+    GET DIAGNOSTICS v_canceled = ROW_COUNT;
 
     WITH released AS (
         UPDATE pgq._jobs AS j
@@ -35,6 +37,6 @@ BEGIN
     FROM released AS r;
     -- Wake workers for the released jobs.
     PERFORM pg_notify('pgq', e.ep) FROM unnest(v_entrypoints) AS e (ep);
-    RETURN v_released;
+    RETURN v_released + v_canceled;
 END
 $$;

@@ -28,7 +28,7 @@ BEGIN
         )
         SELECT c.id, c.entrypoint, CASE WHEN c.status = 'dead' THEN 'dead' ELSE 'canceled' END,
                c.priority, c.attempt, c.deliveries, c.enqueued_at,
-               coalesce(c.last_error, 'canceled by pgq.cancel')
+               CASE WHEN c.status = 'dead' THEN c.last_error ELSE 'canceled by pgq.cancel' END
         FROM canceled AS c
     )
     SELECT count(*) INTO v_canceled FROM canceled;

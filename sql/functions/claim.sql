@@ -6,7 +6,8 @@
 -- take no lock beyond the claimed rows.
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
 --   worker registered); batch_size (1 to 10000, default 1).
--- Returns the claimed jobs (empty when nothing is due), each with deliveries + 1: a job
+-- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
+-- effective value and timeout the entrypoint's. Each has deliveries + 1: a job
 -- with deliveries > 1 was delivered before (a crash, a lost lease, a release).
 -- Raises PQ001 for invalid arguments, PQ002 unknown worker, PQ003 worker no longer alive.
 CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
@@ -68,14 +69,15 @@ BEGIN
         SELECT
             e.ep,
             least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) AS n,
-            coalesce(q.timeout, (pgq._defaults()).timeout) AS timeout
-        FROM unnest(entrypoints) AS e (ep)
+            coalesce(q.timeout, (pgq._defaults()).timeout) AS timeout,
+            coalesce(q.max_attempts, (pgq._defaults()).max_attempts) AS max_attempts
+        FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
         LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
         LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
         WHERE NOT coalesce(q.paused, FALSE)
     ),
     candidates AS (
-        SELECT c.id, c.priority, c.run_at, a.timeout
+        SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
         FROM allowance AS a
         CROSS JOIN LATERAL (
             SELECT j.id, j.priority, j.run_at
@@ -87,16 +89,19 @@ BEGIN
         ) AS c
         ORDER BY c.priority DESC, c.run_at, c.id
         LIMIT claim.batch_size
+    ),
+    claimed AS (
+        UPDATE pgq._jobs AS j
+        SET status = 'running',
+            worker_id = claim.worker_id,
+            deliveries = j.deliveries + 1,
+            started_at = now()
+        FROM candidates AS c
+        WHERE j.id = c.id
+        RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+                  j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout
     )
-    UPDATE pgq._jobs AS j
-    SET status = 'running',
-        worker_id = claim.worker_id,
-        deliveries = j.deliveries + 1,
-        started_at = now()
-    FROM candidates AS c
-    WHERE j.id = c.id
-    RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-              j.enqueued_at, j.run_at, j.max_attempts, c.timeout;
+    SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
 END
 $$;
 

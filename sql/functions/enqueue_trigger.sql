@@ -18,6 +18,10 @@ BEGIN
         PERFORM pgq._invalid('trigger arguments', 'needs FOR EACH ROW and an entrypoint',
             'CREATE TRIGGER ... FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger(''entrypoint'').');
     END IF;
+    IF TG_NARGS > 1 AND TG_ARGV[1] !~ '^-?[0-9]{1,9}$' THEN
+        PERFORM pgq._invalid('trigger argument 2 (priority)', format('%L is not an integer', TG_ARGV[1]),
+            'Pass the priority as an integer, e.g. pgq.enqueue_trigger(''entrypoint'', ''10'').');
+    END IF;
     IF TG_OP = 'DELETE' THEN
         v_row := to_jsonb(OLD);
     ELSE

@@ -1,5 +1,6 @@
 -- pgq.retry: dead jobs go back to queued now, with attempt reset to 0. A dead job whose
--- dedupe_key is taken by a newer live job stays dead (retrying it would duplicate work).
+-- dedupe_key is taken by a live job stays dead (retrying it would duplicate work); of
+-- several dead jobs with one dedupe_key, only the newest is retried.
 -- Other ids are ignored. Returns the number of jobs re-queued. Raises PQ001.
 CREATE OR REPLACE FUNCTION pgq.retry(job_ids bigint[])
 RETURNS integer
@@ -10,22 +11,30 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_count integer;
-    v_entrypoints text[];
+    v_count integer := 0;
+    v_job record;
 BEGIN
     PERFORM pgq._check_ids('job_ids', job_ids);
-    WITH retried AS (
-        UPDATE pgq._jobs AS j
-        SET status = 'queued', attempt = 0, run_at = now()
-        WHERE j.id = ANY (job_ids) AND j.status = 'dead'
-          AND NOT (j.dedupe_key IS NOT NULL AND EXISTS (
-              SELECT 1 FROM pgq._jobs AS o
-              WHERE o.entrypoint = j.entrypoint AND o.dedupe_key = j.dedupe_key AND o.status <> 'dead'
-          ))
-        RETURNING j.entrypoint
-    )
-    SELECT count(*), array_agg(DISTINCT r.entrypoint) INTO v_count, v_entrypoints FROM retried AS r;
-    PERFORM pg_notify('pgq', e.ep) FROM unnest(v_entrypoints) AS e (ep);
+    FOR v_job IN
+        SELECT DISTINCT ON (d.entrypoint, coalesce(d.dedupe_key, d.id::text)) d.id, d.entrypoint
+        FROM pgq._jobs AS d
+        WHERE d.id = ANY (job_ids) AND d.status = 'dead'
+        ORDER BY d.entrypoint, coalesce(d.dedupe_key, d.id::text), d.id DESC
+    LOOP
+        -- A live job may take the dedupe_key at any moment, even one enqueued concurrently:
+        -- the unique index decides, and the loser stays dead.
+        BEGIN
+            UPDATE pgq._jobs AS j
+            SET status = 'queued', attempt = 0, run_at = now()
+            WHERE j.id = v_job.id AND j.status = 'dead';
+            IF FOUND THEN
+                v_count := v_count + 1;
+                PERFORM pg_notify('pgq', v_job.entrypoint);
+            END IF;
+        EXCEPTION WHEN unique_violation THEN
+            NULL;
+        END;
+    END LOOP;
     RETURN v_count;
 END
 $$;

@@ -1,0 +1,187 @@
+-- pgq.complete: batch completion, fenced to the worker that holds the job; outcome rows;
+-- results; validation (PQ001); privileges.
+BEGIN;
+SELECT plan(32);
+
+CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
+CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
+GRANT SELECT ON t_job, t_worker TO public;
+CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
+LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
+LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+
+INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['done']));
+INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['done']));
+INSERT INTO t_job VALUES ('a', pgq.enqueue('done', priority => 9));
+INSERT INTO t_job VALUES ('b', pgq.enqueue('done', priority => 8));
+INSERT INTO t_job VALUES ('c', pgq.enqueue('done', priority => 7));
+INSERT INTO t_job VALUES ('d', pgq.enqueue('done', priority => 6));
+INSERT INTO t_job VALUES ('queued', pgq.enqueue('done', priority => -1));
+SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('w1'), ARRAY['done'], 3)), 3::bigint, 'w1 claims a, b, c');
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('w2'), ARRAY['done']) AS c), pg_temp.jid('d'), 'w2 claims d'
+);
+
+-- Complete two of three, plus an unknown id.
+SELECT set_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s, %s, -1])$$, pg_temp.wid('w1'), pg_temp.jid('a'), pg_temp.jid('b')),
+    ARRAY[pg_temp.jid('a'), pg_temp.jid('b')],
+    'complete returns the ids it completed; an unknown id is left out'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq._jobs AS j WHERE j.id IN (pg_temp.jid('a'), pg_temp.jid('b'))),
+    0::bigint,
+    'completed jobs leave the hot table'
+);
+SELECT results_eq(
+    $$
+        SELECT o.outcome, o.entrypoint, o.priority, o.attempt, o.deliveries, o.enqueued_at, o.started_at,
+               o.finished_at, o.worker_id, o.error, o.result
+        FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('a')
+    $$,
+    $$
+        SELECT 'succeeded', 'done', 9, 0, 1, now(), now(), now(), pg_temp.wid('w1'), NULL::text, NULL::jsonb
+    $$,
+    'a succeeded outcome is logged with the job''s times, counters and worker'
+);
+SELECT is(pgq.job_status(pg_temp.jid('b')), 'succeeded', 'job_status reports succeeded');
+SELECT is(pgq.job_status(pg_temp.jid('c')), 'running', 'the job not in the call is still running');
+
+-- Fenced: a job another worker holds is left alone.
+SELECT is_empty(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w2'), pg_temp.jid('c')),
+    'w2 cannot complete w1''s job: nothing is returned'
+);
+SELECT results_eq(
+    $$SELECT j.status, j.worker_id FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('c')$$,
+    $$SELECT 'running', pg_temp.wid('w1')$$,
+    'the job is still running under w1'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('c')),
+    0::bigint,
+    'no outcome is logged for the fenced call'
+);
+SELECT is_empty(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w1'), pg_temp.jid('queued')),
+    'a queued job that nobody holds cannot be completed'
+);
+SELECT is_empty(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w1'), pg_temp.jid('a')),
+    'completing a job again returns nothing'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('a')),
+    1::bigint,
+    'a job has one succeeded outcome'
+);
+SELECT is_empty(
+    format($$SELECT * FROM pgq.complete(%L, '{}')$$, pg_temp.wid('w1')),
+    'an empty array completes nothing'
+);
+SELECT is_empty(
+    format($$SELECT * FROM pgq.complete('00000000-0000-0000-0000-000000000000', ARRAY[%s])$$, pg_temp.jid('c')),
+    'an unknown worker completes nothing'
+);
+
+-- Results are stored with the outcome, one per job id.
+SELECT results_eq(
+    format(
+        $$SELECT * FROM pgq.complete(%L, ARRAY[%s, %s], ARRAY['{"sent": 3}', NULL]::jsonb[])$$,
+        pg_temp.wid('w2'), pg_temp.jid('c'), pg_temp.jid('d')
+    ),
+    $$SELECT pg_temp.jid('d')$$,
+    'with results, only the held job is completed'
+);
+SELECT is(
+    (SELECT o.result FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('d')),
+    NULL,
+    'the result at the job''s position (NULL) is stored'
+);
+SELECT results_eq(
+    format(
+        $$SELECT * FROM pgq.complete(%L, ARRAY[%s], ARRAY['{"sent": 3}']::jsonb[])$$,
+        pg_temp.wid('w1'), pg_temp.jid('c')
+    ),
+    $$SELECT pg_temp.jid('c')$$,
+    'w1 completes c with a result'
+);
+SELECT is(
+    (SELECT o.result FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('c')),
+    '{"sent": 3}'::jsonb,
+    'the result is stored in the outcome'
+);
+
+-- A cancellation request does not stop a completion.
+INSERT INTO t_job VALUES ('cancel_me', pgq.enqueue('done'));
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('w1'), ARRAY['done']) AS c), pg_temp.jid('cancel_me'),
+    'w1 claims cancel_me (priority 0)'
+);
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('w1'), ARRAY['done']) AS c), pg_temp.jid('queued'),
+    'w1 claims the job of priority -1'
+);
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('cancel_me')]), 1, 'cancellation is requested');
+SELECT results_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w1'), pg_temp.jid('cancel_me')),
+    $$SELECT pg_temp.jid('cancel_me')$$,
+    'a handler that finishes anyway completes its job'
+);
+SELECT is(pgq.job_status(pg_temp.jid('cancel_me')), 'succeeded', 'the job ends succeeded');
+
+-- Bad input: PQ001, and nothing changes.
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.complete(NULL, ARRAY[%s])$$, pg_temp.jid('queued')), 'PQ001', NULL,
+    'worker_id NULL raises PQ001'
+);
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.complete(%L, NULL)$$, pg_temp.wid('w1')), 'PQ001', NULL,
+    'job_ids NULL raises PQ001'
+);
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s, NULL])$$, pg_temp.wid('w1'), pg_temp.jid('queued')),
+    'PQ001', NULL,
+    'job_ids containing NULL raise PQ001'
+);
+SELECT throws_ok(
+    format(
+        $$SELECT * FROM pgq.complete(%L, ARRAY(SELECT g::bigint FROM generate_series(1, 10001) AS g))$$,
+        pg_temp.wid('w1')
+    ),
+    'PQ001', NULL,
+    '10001 job ids raise PQ001'
+);
+SELECT throws_ok(
+    format(
+        $$SELECT * FROM pgq.complete(%L, ARRAY[%s], ARRAY['{}', '{}']::jsonb[])$$,
+        pg_temp.wid('w1'), pg_temp.jid('queued')
+    ),
+    'PQ001', NULL,
+    'results of another length than job_ids raise PQ001'
+);
+SELECT results_eq(
+    $$SELECT j.status, j.worker_id FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('queued')$$,
+    $$SELECT 'running', pg_temp.wid('w1')$$,
+    'the failed calls completed nothing'
+);
+
+-- Privileges.
+SET ROLE pgq_producer;
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w1'), pg_temp.jid('queued')),
+    '42501', NULL,
+    'pgq_producer cannot complete'
+);
+RESET ROLE;
+SET ROLE pgq_worker;
+SELECT results_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w1'), pg_temp.jid('queued')),
+    $$SELECT pg_temp.jid('queued')$$,
+    'pgq_worker can complete'
+);
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

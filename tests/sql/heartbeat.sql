@@ -1,0 +1,113 @@
+-- pgq.heartbeat: refreshes the worker (and so the leases of all its jobs), reports the
+-- jobs whose cancellation was requested, sweeps silent workers, PQ001/PQ002/PQ003, privileges.
+BEGIN;
+SELECT plan(22);
+
+CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
+CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
+GRANT SELECT ON t_job, t_worker TO public;
+CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
+LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
+LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+
+INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['hb']));
+INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['hb']));
+INSERT INTO t_job VALUES ('a', pgq.enqueue('hb'));
+INSERT INTO t_job VALUES ('b', pgq.enqueue('hb'));
+INSERT INTO t_job VALUES ('c', pgq.enqueue('hb'));
+SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('w1'), ARRAY['hb'], 2)), 2::bigint, 'w1 claims two jobs');
+SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('w2'), ARRAY['hb'], 2)), 1::bigint, 'w2 claims the third');
+
+-- A heartbeat refreshes the worker row: one lease for all its jobs.
+UPDATE pgq._workers SET heartbeat_at = now() - interval '20 seconds' WHERE id = pg_temp.wid('w1');
+SELECT is_empty(
+    format($$SELECT * FROM pgq.heartbeat(%L)$$, pg_temp.wid('w1')),
+    'heartbeat returns an empty set when no cancellation was requested'
+);
+SELECT results_eq(
+    $$SELECT w.state, w.heartbeat_at FROM pgq._workers AS w WHERE w.id = pg_temp.wid('w1')$$,
+    $$SELECT 'alive', now()$$,
+    'heartbeat sets heartbeat_at to now; the worker stays alive'
+);
+
+-- A worker silent past its lease is still alive if it heartbeats before the sweep.
+UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = pg_temp.wid('w1');
+SELECT is_empty(
+    format($$SELECT * FROM pgq.heartbeat(%L)$$, pg_temp.wid('w1')),
+    'a late heartbeat still succeeds while no sweep has run'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq._jobs AS j WHERE j.worker_id = pg_temp.wid('w1') AND j.status = 'running'),
+    2::bigint,
+    'the heartbeating worker keeps its jobs'
+);
+
+-- Cancellation requests are reported to the worker that holds the job.
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('a')]), 1, 'cancellation of a running job is requested');
+SELECT results_eq(
+    format($$SELECT * FROM pgq.heartbeat(%L)$$, pg_temp.wid('w1')),
+    $$SELECT pg_temp.jid('a')$$,
+    'heartbeat returns the id of the job to cancel'
+);
+SELECT results_eq(
+    format($$SELECT * FROM pgq.heartbeat(%L)$$, pg_temp.wid('w1')),
+    $$SELECT pg_temp.jid('a')$$,
+    'it keeps returning it until the job ends'
+);
+SELECT is_empty(
+    format($$SELECT * FROM pgq.heartbeat(%L)$$, pg_temp.wid('w2')),
+    'another worker is not told'
+);
+SELECT is(pgq.job_status(pg_temp.jid('a')), 'running', 'the job keeps running until its worker stops it');
+
+-- A heartbeat sweeps: another worker's silence is detected without pg_cron.
+UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = pg_temp.wid('w2');
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats');
+SELECT is(
+    (SELECT w.state FROM pgq._workers AS w WHERE w.id = pg_temp.wid('w2')),
+    'dead',
+    'the silent worker w2 is marked dead by w1''s heartbeat'
+);
+SELECT results_eq(
+    $$SELECT j.status, j.worker_id FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('c')$$,
+    $$ VALUES ('queued', NULL::uuid) $$,
+    'the silent worker''s job is queued again'
+);
+
+-- A reaped or stopped worker must register again.
+SELECT throws_ok(
+    format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w2')), 'PQ003', NULL,
+    'heartbeat of a reaped worker raises PQ003'
+);
+SELECT is(
+    (SELECT w.heartbeat_at FROM pgq._workers AS w WHERE w.id = pg_temp.wid('w2')),
+    now() - interval '1 hour',
+    'the reaped worker''s heartbeat_at is not refreshed'
+);
+INSERT INTO t_worker VALUES ('w3', pgq.register_worker('w3', ARRAY['hb']));
+SELECT is(pgq.unregister_worker(pg_temp.wid('w3')), 0, 'w3 unregisters');
+SELECT throws_ok(
+    format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w3')), 'PQ003', NULL,
+    'heartbeat of a stopped worker raises PQ003'
+);
+
+-- Bad input.
+SELECT throws_ok($$SELECT pgq.heartbeat(NULL)$$, 'PQ001', NULL, 'worker_id NULL raises PQ001');
+SELECT throws_ok(
+    $$SELECT pgq.heartbeat('00000000-0000-0000-0000-000000000000')$$, 'PQ002', NULL,
+    'an unknown worker_id raises PQ002'
+);
+
+-- Privileges.
+SET ROLE pgq_worker;
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'pgq_worker can heartbeat');
+RESET ROLE;
+SET ROLE pgq_producer;
+SELECT throws_ok(
+    format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), '42501', NULL, 'pgq_producer cannot heartbeat'
+);
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

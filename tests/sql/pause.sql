@@ -1,0 +1,75 @@
+-- pgq.pause: claims skip the entrypoint; enqueue still accepts; running jobs finish;
+-- settings are kept; idempotent; validation (PQ001); privileges.
+BEGIN;
+SELECT plan(19);
+
+CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
+CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
+GRANT SELECT ON t_job, t_worker TO public;
+CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
+LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
+LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+
+INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['pz', 'other']));
+INSERT INTO t_job VALUES ('running', pgq.enqueue('pz'));
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('w1'), ARRAY['pz']) AS c), pg_temp.jid('running'), 'w1 claims a job'
+);
+
+SELECT lives_ok($$SELECT pgq.pause('pz')$$, 'pause an entrypoint without settings');
+SELECT is(
+    (SELECT q.paused FROM pgq._queues AS q WHERE q.entrypoint = 'pz'),
+    TRUE,
+    'the entrypoint is marked paused'
+);
+INSERT INTO t_job VALUES ('queued', pgq.enqueue('pz'));
+SELECT is(pgq.job_status(pg_temp.jid('queued')), 'queued', 'enqueue still accepts jobs of a paused entrypoint');
+INSERT INTO t_job VALUES ('other', pgq.enqueue('other'));
+SELECT results_eq(
+    format($$SELECT c.id FROM pgq.claim(%L, ARRAY['pz', 'other'], 10) AS c$$, pg_temp.wid('w1')),
+    $$SELECT pg_temp.jid('other')$$,
+    'claims skip the paused entrypoint and take the others'
+);
+SELECT results_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w1'), pg_temp.jid('running')),
+    $$SELECT pg_temp.jid('running')$$,
+    'a job running when the entrypoint was paused can still complete'
+);
+SELECT lives_ok($$SELECT pgq.pause('pz')$$, 'pausing again does not raise');
+SELECT is(
+    (SELECT q.paused FROM pgq._queues AS q WHERE q.entrypoint = 'pz'), TRUE, 'the entrypoint stays paused'
+);
+
+-- Settings survive a pause.
+SELECT lives_ok($$SELECT pgq.configure('pz2', max_attempts => 3, concurrency => 4)$$, 'pz2 is configured');
+SELECT lives_ok($$SELECT pgq.pause('pz2')$$, 'pz2 is paused');
+SELECT results_eq(
+    $$SELECT q.paused, q.max_attempts, q.concurrency FROM pgq._queues AS q WHERE q.entrypoint = 'pz2'$$,
+    $$ VALUES (TRUE, 3, 4) $$,
+    'pause keeps the entrypoint''s settings'
+);
+
+-- Bad input: PQ001, and nothing changes.
+CREATE TEMP TABLE t_before AS SELECT count(*) AS n FROM pgq._queues;
+SELECT throws_ok($$SELECT pgq.pause(NULL)$$, 'PQ001', NULL, 'entrypoint NULL raises PQ001');
+SELECT throws_ok($$SELECT pgq.pause('')$$, 'PQ001', NULL, 'empty entrypoint raises PQ001');
+SELECT throws_ok($$SELECT pgq.pause(E'p\nz')$$, 'PQ001', NULL, 'an entrypoint with a control character raises PQ001');
+SELECT throws_ok(
+    format($$SELECT pgq.pause(%L)$$, repeat('p', 201)), 'PQ001', NULL, 'an entrypoint of 201 characters raises PQ001'
+);
+SELECT is((SELECT count(*) FROM pgq._queues), (SELECT b.n FROM t_before AS b), 'the failed calls paused nothing');
+
+-- Privileges.
+SET ROLE pgq_producer;
+SELECT throws_ok($$SELECT pgq.pause('pz3')$$, '42501', NULL, 'pgq_producer cannot pause');
+RESET ROLE;
+SET ROLE pgq_worker;
+SELECT throws_ok($$SELECT pgq.pause('pz3')$$, '42501', NULL, 'pgq_worker cannot pause');
+RESET ROLE;
+SET ROLE pgq_admin;
+SELECT lives_ok($$SELECT pgq.pause('pz3')$$, 'pgq_admin can pause');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
