@@ -9,7 +9,7 @@ GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Producers enqueue and follow their jobs.
 GRANT EXECUTE ON FUNCTION
-pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer),
+pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[]),
 pgq.enqueue_batch(text, jsonb[], integer, timestamptz),
 pgq.enqueue_trigger(),
 pgq.job_status(bigint)
@@ -34,11 +34,16 @@ pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
 pgq.pause(text),
 pgq.resume(text),
-pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval)
+pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval),
+pgq.schedule(text, text, text, jsonb),
+pgq.unschedule(text),
+pgq.run_schedules(timestamptz),
+pgq.prune(),
+pgq.stats(interval)
 TO pgq_admin;
 
 -- The views call pgq._defaults(), a constant: their readers need to execute it.
 GRANT EXECUTE ON FUNCTION pgq._defaults() TO pgq_producer, pgq_worker, pgq_admin;
 
-GRANT SELECT ON pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes TO pgq_admin;
+GRANT SELECT ON pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes, pgq.schedules TO pgq_admin;
 GRANT SELECT ON pgq.queues, pgq.workers TO pgq_worker;

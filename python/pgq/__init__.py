@@ -7,6 +7,7 @@ be idempotent.
 from .client import Client, JobRow, QueueRow, WorkerRow
 from .errors import (
     InvalidArgument,
+    InvalidCron,
     PayloadTooLarge,
     PgqError,
     SchemaError,
@@ -19,6 +20,7 @@ from .worker import Worker
 __all__ = [
     "Client",
     "InvalidArgument",
+    "InvalidCron",
     "Job",
     "JobCancelled",
     "JobRow",

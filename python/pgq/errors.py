@@ -38,11 +38,19 @@ class PayloadTooLarge(PgqError):
     sqlstate = "PQ004"
 
 
+class InvalidCron(InvalidArgument):
+    """PQ006: a cron expression given to pgq.schedule is malformed (the message names the field)."""
+
+    sqlstate = "PQ006"
+
+
 class SchemaError(PgqError):
     """The database schema cannot be installed or upgraded (foreign schema, newer version)."""
 
 
-_BY_SQLSTATE = {cls.sqlstate: cls for cls in (InvalidArgument, UnknownWorker, WorkerGone, PayloadTooLarge)}
+_BY_SQLSTATE = {
+    cls.sqlstate: cls for cls in (InvalidArgument, UnknownWorker, WorkerGone, PayloadTooLarge, InvalidCron)
+}
 
 
 def translate(exc: psycopg.Error) -> Exception:

@@ -18,7 +18,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from .errors import SchemaError
-from .resources import code_files, migrations, schema_files
+from .resources import Migration, code_files, migrations, schema_files
 
 log = logging.getLogger("pgq.migrate")
 
@@ -26,8 +26,20 @@ log = logging.getLogger("pgq.migrate")
 _LOCK = (7366513, 0)
 _MARK = "pgq-sql job queue"
 
-# The periodic sweeps pg_cron runs for a queue database: (name, schedule, command).
-CRON_JOBS = [("reap", "* * * * *", "SELECT pgq.reap()")]
+# The periodic sweeps pg_cron runs in a queue database: (name, schedule, command).
+CRON_JOBS = [
+    ("reap", "* * * * *", "SELECT pgq.reap()"),
+    ("run-schedules", "* * * * *", "SELECT pgq.run_schedules()"),
+    ("prune", "17 * * * *", "SELECT pgq.prune()"),
+]
+# pg_cron logs every run in cron.job_run_details, which grows without bound; this job, in
+# pg_cron's own database, deletes the week-old log rows of pgq's jobs.
+CRON_LOG_JOB = (
+    "prune-cron-log",
+    "47 * * * *",
+    "DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'"
+    " AND jobid IN (SELECT jobid FROM cron.job WHERE jobname LIKE 'pgq-%')",
+)
 
 
 @contextmanager
@@ -112,20 +124,25 @@ def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
             " upgrade the pgq package instead"
         )
     done = []
-    for mig in known:
-        if mig.version <= version:
-            continue
+    pending = [mig for mig in known if mig.version > version]
+    for mig in pending[:-1]:
         with conn.transaction():
-            conn.execute(mig.sql)
-            conn.execute(
-                "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)",
-                (mig.version, mig.name),
-            )
+            _apply_migration(conn, mig)
         done.append(f"applied migration {mig.path.name}")
+    # The last migration commits together with the new code, so that no client ever sees
+    # a schema without the functions that go with it (a migration may drop an old one).
     with conn.transaction():
+        if pending:
+            _apply_migration(conn, pending[-1])
+            done.append(f"applied migration {pending[-1].path.name}")
         _apply_code(conn)
     done.append(f"pgq schema is at version {latest}")
     return done
+
+
+def _apply_migration(conn: psycopg.Connection, mig: Migration) -> None:
+    conn.execute(mig.sql)
+    conn.execute("INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name))
 
 
 def replay_migrations(dsn: str) -> None:
@@ -135,11 +152,7 @@ def replay_migrations(dsn: str) -> None:
             raise SchemaError("pgq is already installed in this database")
         for mig in migrations():
             with conn.transaction():
-                conn.execute(mig.sql)
-                conn.execute(
-                    "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)",
-                    (mig.version, mig.name),
-                )
+                _apply_migration(conn, mig)
         with conn.transaction():
             _apply_code(conn)
 
@@ -211,6 +224,10 @@ def schedule_sweeps(conn: psycopg.Connection, dsn: str) -> list[str]:
             job = _job_name(name, dbname)
             cron.execute("SELECT cron.schedule_in_database(%s, %s, %s, %s)", (job, schedule, command, dbname))
             done.append(f"pg_cron job {job!r} runs {command!r} at {schedule!r} in database {dbname!r}")
+        name, schedule, command = CRON_LOG_JOB
+        job = _job_name(name, dbname)
+        cron.execute("SELECT cron.schedule(%s, %s, %s)", (job, schedule, command))
+        done.append(f"pg_cron job {job!r} prunes pgq's rows of cron.job_run_details in {cron_db!r}")
     return done
 
 
@@ -225,8 +242,9 @@ def unschedule_sweeps(conn: psycopg.Connection, dsn: str) -> list[str]:
             return []
         names = [_job_name(name, dbname) for name, _, _ in CRON_JOBS]
         rows = cron.execute(
-            "SELECT jobid, jobname FROM cron.job WHERE jobname = ANY(%s) AND database = %s",
-            (names, dbname),
+            "SELECT jobid, jobname FROM cron.job WHERE jobname = ANY(%s) AND database = %s"
+            " UNION ALL SELECT jobid, jobname FROM cron.job WHERE jobname = %s",
+            (names, dbname, _job_name(CRON_LOG_JOB[0], dbname)),
         ).fetchall()
         for jobid, jobname in rows:
             cron.execute("SELECT cron.unschedule(%s)", (jobid,))

@@ -32,12 +32,6 @@ BEGIN
     FROM (SELECT 1) AS one
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;
 
-    INSERT INTO pgq._outcomes (
-        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
-    )
-    VALUES (v_job.id, v_job.entrypoint, 'failed', v_job.priority, v_job.attempt + 1, v_job.deliveries,
-            v_job.enqueued_at, v_job.started_at, v_job.worker_id, v_error);
-
     IF v_job.cancel_requested THEN
         DELETE FROM pgq._jobs AS j WHERE j.id = v_job.id;
         INSERT INTO pgq._outcomes (
@@ -45,6 +39,9 @@ BEGIN
         )
         VALUES (v_job.id, v_job.entrypoint, 'canceled', v_job.priority, v_job.attempt + 1, v_job.deliveries,
                 v_job.enqueued_at, v_job.started_at, v_job.worker_id, v_error);
+        IF v_job.has_dependents THEN
+            PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s was canceled', v_job.id));
+        END IF;
         RETURN 'canceled';
     END IF;
 
@@ -61,6 +58,12 @@ BEGIN
     ELSE
         v_status := 'dead';
     END IF;
+    INSERT INTO pgq._outcomes (
+        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error,
+        fatal
+    )
+    VALUES (v_job.id, v_job.entrypoint, 'failed', v_job.priority, v_job.attempt + 1, v_job.deliveries,
+            v_job.enqueued_at, v_job.started_at, v_job.worker_id, v_error, v_status = 'dead');
     UPDATE pgq._jobs AS j
     SET status = v_status,
         attempt = j.attempt + 1,
@@ -69,6 +72,9 @@ BEGIN
         started_at = NULL,
         last_error = v_error
     WHERE j.id = v_job.id;
+    IF v_status = 'dead' AND v_job.has_dependents THEN
+        PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s is dead', v_job.id));
+    END IF;
     RETURN v_status;
 END
 $$;

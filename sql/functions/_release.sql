@@ -12,20 +12,27 @@ AS $$
 DECLARE
     v_released integer;
     v_canceled integer;
+    v_parents bigint[];
     v_entrypoints text[];
 BEGIN
     WITH canceled AS (
         DELETE FROM pgq._jobs AS j
         WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.cancel_requested
         RETURNING j.*
+    ),
+    logged AS (
+        INSERT INTO pgq._outcomes (
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
+        )
+        SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
+               c.started_at, c.worker_id, 'canceled while its worker was lost'
+        FROM canceled AS c
     )
-    INSERT INTO pgq._outcomes (
-        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
-    )
-    SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
-           c.started_at, c.worker_id, 'canceled while its worker was lost'
+    SELECT count(*), array_agg(c.id) FILTER (WHERE c.has_dependents) INTO v_canceled, v_parents
     FROM canceled AS c;
-    GET DIAGNOSTICS v_canceled = ROW_COUNT;
+    IF v_parents IS NOT NULL THEN
+        PERFORM pgq._cancel_dependents(v_parents, 'a dependency was canceled');
+    END IF;
 
     WITH released AS (
         UPDATE pgq._jobs AS j

@@ -2,7 +2,7 @@
 -- outcome 'canceled' is logged); dead jobs are discarded (outcome 'dead'). For a running job, cancellation is requested: the
 -- worker learns it from its next heartbeat and stops the handler; the job then ends
 -- canceled (if the handler still finishes, it ends succeeded). Unknown or finished ids
--- are ignored.
+-- are ignored. Jobs waiting for a canceled job (depends_on) are canceled too.
 -- Returns the number of jobs canceled or marked for cancellation. Raises PQ001.
 CREATE OR REPLACE FUNCTION pgq.cancel(job_ids bigint[])
 RETURNS integer
@@ -15,6 +15,7 @@ AS $$
 DECLARE
     v_canceled integer;
     v_requested integer;
+    v_parents bigint[];
 BEGIN
     PERFORM pgq._check_ids('job_ids', job_ids);
     WITH canceled AS (
@@ -31,7 +32,11 @@ BEGIN
                CASE WHEN c.status = 'dead' THEN c.last_error ELSE 'canceled by pgq.cancel' END
         FROM canceled AS c
     )
-    SELECT count(*) INTO v_canceled FROM canceled;
+    SELECT count(*), array_agg(c.id) FILTER (WHERE c.has_dependents) INTO v_canceled, v_parents
+    FROM canceled AS c;
+    IF v_parents IS NOT NULL THEN
+        PERFORM pgq._cancel_dependents(v_parents, 'a dependency was canceled');
+    END IF;
 
     UPDATE pgq._jobs AS j
     SET cancel_requested = TRUE

@@ -1,9 +1,11 @@
 -- pgq.claim: take up to batch_size due jobs of the given entrypoints for a worker.
 -- Order: highest priority first, then earliest run_at, then id. Never a job another worker
--- holds (FOR UPDATE SKIP LOCKED); paused entrypoints are skipped; an entrypoint with a
--- concurrency limit gets at most (limit - running) jobs, decided under a lock on its
--- settings row, so concurrent claims cannot exceed the limit. Entrypoints without a limit
--- take no lock beyond the claimed rows.
+-- holds (FOR UPDATE SKIP LOCKED); paused entrypoints and waiting jobs are skipped.
+-- Limits are decided under a lock on the entrypoint's settings row, so concurrent claims
+-- cannot exceed them: with a concurrency limit an entrypoint gets at most (limit - running)
+-- jobs; with a rate, at most the whole tokens of its bucket, which refills at `rate` per
+-- second up to max(1, rate/20) tokens (so no 1-second window sees more than about
+-- 1.05 * rate starts). Entrypoints without limits take no lock beyond the claimed rows.
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
 --   worker registered); batch_size (1 to 10000, default 1).
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
@@ -36,6 +38,11 @@ DECLARE
     v_allowed integer[] := '{}';
     v_queue record;
     v_running integer;
+    v_allow integer;
+    v_rated text[] := '{}';
+    v_tokens double precision[] := '{}';
+    v_now timestamptz;
+    v_bucket double precision;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
         PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
@@ -48,20 +55,38 @@ BEGIN
             format('This worker registered %s.', v_registered));
     END IF;
 
-    -- Concurrency limits: lock the settings rows in a fixed order (no deadlocks), then count
-    -- running jobs in a fresh snapshot taken after the lock was granted.
+    -- The wall clock, not now(): this claim may have waited for the lock below.
+    v_now := clock_timestamp();
+    -- Limits: lock the settings rows in a fixed order (no deadlocks), then count running
+    -- jobs in a fresh snapshot taken after the lock was granted.
     FOR v_queue IN
-        SELECT q.entrypoint, q.concurrency
+        SELECT q.entrypoint, q.concurrency, q.rate, q.rate_tokens, q.rate_refilled_at
         FROM pgq._queues AS q
-        WHERE q.entrypoint = ANY (entrypoints) AND q.concurrency IS NOT NULL AND NOT q.paused
+        WHERE q.entrypoint = ANY (entrypoints) AND (q.concurrency IS NOT NULL OR q.rate IS NOT NULL)
+          AND NOT q.paused
         ORDER BY q.entrypoint
         FOR NO KEY UPDATE
     LOOP
-        SELECT count(*) INTO v_running
-        FROM pgq._jobs AS j
-        WHERE j.entrypoint = v_queue.entrypoint AND j.status = 'running';
+        v_allow := claim.batch_size;
+        IF v_queue.concurrency IS NOT NULL THEN
+            SELECT count(*) INTO v_running
+            FROM pgq._jobs AS j
+            WHERE j.entrypoint = v_queue.entrypoint AND j.status = 'running';
+            v_allow := least(v_allow, greatest(v_queue.concurrency - v_running, 0));
+        END IF;
+        IF v_queue.rate IS NOT NULL THEN
+            v_bucket := greatest(1, v_queue.rate / 20);
+            v_bucket := least(
+                v_bucket,
+                coalesce(v_queue.rate_tokens, v_bucket)
+                + v_queue.rate * extract(EPOCH FROM v_now - coalesce(v_queue.rate_refilled_at, v_now))
+            );
+            v_allow := least(v_allow, floor(v_bucket)::integer);
+            v_rated := v_rated || v_queue.entrypoint;
+            v_tokens := v_tokens || v_bucket;
+        END IF;
         v_limited := v_limited || v_queue.entrypoint;
-        v_allowed := v_allowed || greatest(v_queue.concurrency - v_running, 0);
+        v_allowed := v_allowed || v_allow;
     END LOOP;
 
     RETURN QUERY
@@ -102,6 +127,19 @@ BEGIN
                   j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout
     )
     SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+
+    -- Spend the tokens of what was claimed: this transaction's claims have started_at = now().
+    IF cardinality(v_rated) > 0 THEN
+        UPDATE pgq._queues AS q
+        SET rate_tokens = t.tokens - (
+                SELECT count(*) FROM pgq._jobs AS j
+                WHERE j.entrypoint = q.entrypoint AND j.status = 'running'
+                  AND j.worker_id = claim.worker_id AND j.started_at = now()
+            ),
+            rate_refilled_at = v_now
+        FROM unnest(v_rated, v_tokens) AS t (ep, tokens)
+        WHERE q.entrypoint = t.ep;
+    END IF;
 END
 $$;
 

@@ -1,7 +1,8 @@
 -- pgq.complete: batch completion, fenced. Acts only on jobs that worker_id holds now (a
 -- worker presumed dead whose jobs were re-delivered completes nothing). Completed jobs
 -- leave the hot table and their outcome ('succeeded', with enqueued/started/finished
--- times) is appended to the outcome log, in one statement.
+-- times) is appended to the outcome log, in one statement. Jobs waiting for them
+-- (depends_on) are queued when all their dependencies have succeeded.
 -- Parameters: worker_id; job_ids (at most 10000); results (optional, one jsonb per job id,
 --   stored in the outcome log).
 -- Returns the ids it completed; ids not returned were not held by this worker.
@@ -14,6 +15,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_done bigint[];
+    v_parents bigint[];
 BEGIN
     IF worker_id IS NULL THEN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
@@ -23,11 +27,11 @@ BEGIN
         PERFORM pgq._invalid('results', 'must have one element per job id',
             'Pass NULL, or an array as long as job_ids.');
     END IF;
-    RETURN QUERY
     WITH done AS (
         DELETE FROM pgq._jobs AS j
         WHERE j.id = ANY (job_ids) AND j.worker_id = complete.worker_id AND j.status = 'running'
-        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at
+        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
+                  j.has_dependents
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
@@ -39,7 +43,13 @@ BEGIN
                CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END
         FROM done AS d
     )
-    SELECT d.id FROM done AS d;
+    SELECT coalesce(array_agg(d.id), '{}'), array_agg(d.id) FILTER (WHERE d.has_dependents)
+    INTO v_done, v_parents
+    FROM done AS d;
+    IF v_parents IS NOT NULL THEN
+        PERFORM pgq._release_dependents(v_parents);
+    END IF;
+    RETURN QUERY SELECT unnest(v_done);
 END
 $$;
 

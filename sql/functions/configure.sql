@@ -9,7 +9,8 @@
 --   fails it after timeout + lease.
 -- concurrency (1-1000000): the most running jobs across all workers; 0 removes the limit
 --   (no limit by default).
--- rate: jobs started per second across all workers (not enforced yet: rejected).
+-- rate (0.001-1000000): jobs started per second across all workers; 0 removes the limit
+--   (no limit by default). See pgq.claim for the bucket.
 -- retention (default 7 days): how long outcomes stay in the log.
 -- Returns nothing. Raises PQ001 for invalid arguments; nothing changes then.
 CREATE OR REPLACE FUNCTION pgq.configure(
@@ -48,9 +49,9 @@ BEGIN
         PERFORM pgq._invalid('concurrency', format('%s is out of range', concurrency),
             'Use 1 to 1000000, or 0 for no limit; to stop an entrypoint use pgq.pause().');
     END IF;
-    IF rate IS NOT NULL THEN
-        PERFORM pgq._invalid('rate', 'rate limits are not supported by this version',
-            'Use concurrency => N to bound an entrypoint''s load.');
+    IF rate IS NOT NULL AND rate <> 0 AND NOT rate BETWEEN 0.001 AND 1000000 THEN
+        PERFORM pgq._invalid('rate', format('%s is out of range', rate),
+            'Use 0.001 to 1000000 jobs per second, or 0 for no limit.');
     END IF;
     PERFORM pgq._check_interval('retention', retention, interval '1 minute');
 
@@ -65,11 +66,12 @@ BEGIN
     END IF;
 
     INSERT INTO pgq._queues AS q (
-        entrypoint, max_attempts, backoff_base, backoff_max, lease, timeout, concurrency, retention
+        entrypoint, max_attempts, backoff_base, backoff_max, lease, timeout, concurrency, rate, retention
     )
     VALUES (
         configure.entrypoint, configure.max_attempts, configure.backoff_base, configure.backoff_max,
-        configure.lease, configure.timeout, nullif(configure.concurrency, 0), configure.retention
+        configure.lease, configure.timeout, nullif(configure.concurrency, 0),
+        nullif(configure.rate, 0), configure.retention
     )
     ON CONFLICT ON CONSTRAINT _queues_pkey DO UPDATE
     SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
@@ -79,6 +81,10 @@ BEGIN
         timeout = coalesce(excluded.timeout, q.timeout),
         concurrency = CASE WHEN configure.concurrency = 0 THEN NULL
                            ELSE coalesce(excluded.concurrency, q.concurrency) END,
+        rate = CASE WHEN configure.rate = 0 THEN NULL ELSE coalesce(excluded.rate, q.rate) END,
+        -- A new rate starts with a full bucket.
+        rate_tokens = CASE WHEN configure.rate IS NULL THEN q.rate_tokens END,
+        rate_refilled_at = CASE WHEN configure.rate IS NULL THEN q.rate_refilled_at END,
         retention = coalesce(excluded.retention, q.retention),
         updated_at = now();
 END

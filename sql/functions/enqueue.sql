@@ -2,7 +2,8 @@
 -- Parameters: entrypoint (required); payload; priority (higher runs first, default 0);
 --   run_at (not before, default now); dedupe_key (a live job with the same entrypoint and
 --   key is not duplicated: its id is returned); headers (a JSON object); max_attempts
---   (default: the entrypoint's setting).
+--   (default: the entrypoint's setting); depends_on (ids of jobs that must succeed first:
+--   the job is 'waiting' until they all have; if one ends dead or canceled, it is canceled).
 -- Returns the job id. Raises PQ001 for invalid arguments, PQ004 for an oversized payload.
 -- Idle workers are woken by a NOTIFY on channel 'pgq' (payload: the entrypoint) at commit.
 CREATE OR REPLACE FUNCTION pgq.enqueue(
@@ -12,7 +13,8 @@ CREATE OR REPLACE FUNCTION pgq.enqueue(
     run_at timestamptz DEFAULT NULL,
     dedupe_key text DEFAULT NULL,
     headers jsonb DEFAULT NULL,
-    max_attempts integer DEFAULT NULL
+    max_attempts integer DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -24,12 +26,29 @@ AS $$
 DECLARE
     v_id bigint;
     v_run_at timestamptz := greatest(coalesce(run_at, now()), now());
+    v_waits_for bigint[];
+    v_failed text;
 BEGIN
     PERFORM pgq._check_job(entrypoint, payload, run_at, dedupe_key, headers, max_attempts);
+    IF depends_on IS NOT NULL THEN
+        SELECT d.waits_for, d.failed INTO v_waits_for, v_failed FROM pgq._dependencies(depends_on) AS d;
+        IF v_failed IS NOT NULL THEN
+            -- Nothing to wait for: the job is born canceled, and says why.
+            v_id := nextval(pg_get_serial_sequence('pgq._jobs', 'id'));
+            INSERT INTO pgq._outcomes (
+                job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error
+            )
+            VALUES (v_id, enqueue.entrypoint, 'canceled', coalesce(enqueue.priority, 0), 0, 0, now(), v_failed);
+            RETURN v_id;
+        END IF;
+    END IF;
     LOOP
-        INSERT INTO pgq._jobs AS j (entrypoint, payload, priority, run_at, dedupe_key, headers, max_attempts)
+        INSERT INTO pgq._jobs AS j (
+            entrypoint, payload, priority, run_at, dedupe_key, headers, max_attempts, status, depends_on
+        )
         VALUES (enqueue.entrypoint, enqueue.payload, coalesce(enqueue.priority, 0), v_run_at,
-                enqueue.dedupe_key, enqueue.headers, enqueue.max_attempts)
+                enqueue.dedupe_key, enqueue.headers, enqueue.max_attempts,
+                CASE WHEN v_waits_for IS NULL THEN 'queued' ELSE 'waiting' END, v_waits_for)
         ON CONFLICT (entrypoint, dedupe_key) WHERE dedupe_key IS NOT NULL AND status <> 'dead'
         DO NOTHING
         RETURNING j.id INTO v_id;
@@ -46,12 +65,12 @@ BEGIN
             RETURN v_id;
         END IF;
     END LOOP;
-    IF v_run_at <= now() THEN
+    IF v_run_at <= now() AND v_waits_for IS NULL THEN
         PERFORM pg_notify('pgq', enqueue.entrypoint);
     END IF;
     RETURN v_id;
 END
 $$;
 
-COMMENT ON FUNCTION pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[]) IS
 'Enqueue one job in the current transaction; returns its id (or the id of the live job with the same dedupe_key).';

@@ -1,8 +1,8 @@
 -- pgq.heartbeat: the worker is alive. One UPDATE of the worker row extends the lease of
--- every job it holds (a job's lease runs from the worker's last heartbeat). Then runs a
--- sweep (pgq.reap, skipped when another session is sweeping): with any worker running,
+-- every job it holds (a job's lease runs from the worker's last heartbeat). Then runs the
+-- sweeps (pgq._sweep: reap, due schedules, an overdue prune): with any worker running,
 -- jobs of crashed workers are recovered within lease + heartbeat interval, whatever the
--- pg_cron period.
+-- pg_cron period, and schedules fire without pg_cron.
 -- Returns the ids of the worker's jobs whose cancellation was requested (pgq.cancel).
 -- Raises PQ001 (NULL id), PQ002 (unknown worker), PQ003 (worker stopped or reaped: it
 -- must stop its handlers' side effects where it can and register again).
@@ -21,7 +21,7 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM pgq._check_worker(worker_id);
     END IF;
-    PERFORM pgq.reap();
+    PERFORM pgq._sweep();
     RETURN QUERY
     SELECT j.id
     FROM pgq._jobs AS j

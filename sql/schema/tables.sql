@@ -26,7 +26,10 @@ CREATE TABLE pgq._queues (
     concurrency integer,
     rate numeric,
     retention interval,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    -- The token bucket of a rate limit (see pgq.claim).
+    rate_tokens double precision,
+    rate_refilled_at timestamptz
 );
 
 -- Live jobs only: queued, waiting, running and dead. Finished jobs leave this table for
@@ -49,6 +52,11 @@ CREATE TABLE pgq._jobs (
     started_at timestamptz,
     cancel_requested boolean NOT NULL DEFAULT FALSE,
     last_error text,
+    -- The live jobs this one waits for (status 'waiting' until they all succeed).
+    depends_on bigint[],
+    -- Some waiting job depends on this one: its end must be propagated. Completion looks
+    -- for dependents only when this is set, so jobs without any pay nothing.
+    has_dependents boolean NOT NULL DEFAULT FALSE,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
@@ -72,6 +80,9 @@ CREATE INDEX _jobs_cancel_idx ON pgq._jobs (worker_id) WHERE cancel_requested;
 -- At most one live (not dead) job per (entrypoint, dedupe_key); enqueue relies on it.
 CREATE UNIQUE INDEX _jobs_dedupe_idx ON pgq._jobs (entrypoint, dedupe_key)
 WHERE dedupe_key IS NOT NULL AND status <> 'dead';
+
+-- Waiting jobs by the jobs they wait for.
+CREATE INDEX _jobs_waiting_idx ON pgq._jobs USING gin (depends_on) WHERE status = 'waiting';
 
 -- Workers: a lease is held by the worker row, so one heartbeat UPDATE extends the leases
 -- of every job the worker holds.
@@ -102,6 +113,8 @@ CREATE TABLE pgq._outcomes (
     worker_id uuid,
     error text,
     result jsonb,
+    -- This failure left the job dead (pgq.stats counts them).
+    fatal boolean NOT NULL DEFAULT FALSE,
     CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled'))
 ) PARTITION BY RANGE (finished_at);
 
@@ -109,3 +122,24 @@ CREATE TABLE pgq._outcomes_default PARTITION OF pgq._outcomes DEFAULT;
 
 CREATE INDEX _outcomes_job_idx ON pgq._outcomes USING brin (job_id) WITH (pages_per_range = 16);
 CREATE INDEX _outcomes_finished_idx ON pgq._outcomes USING brin (finished_at);
+
+-- Periodic jobs. next_run is kept up to date so that a sweep finds due schedules with an
+-- index lookup.
+CREATE TABLE pgq._schedules (
+    name text PRIMARY KEY,
+    cron text NOT NULL,
+    entrypoint text NOT NULL,
+    payload jsonb,
+    last_run timestamptz,
+    next_run timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX _schedules_next_run_idx ON pgq._schedules (next_run);
+
+-- When each periodic maintenance task last ran (the workers' fallback sweep is throttled
+-- by it when pg_cron is absent).
+CREATE TABLE pgq._maintenance (
+    task text PRIMARY KEY,
+    last_run timestamptz NOT NULL
+);

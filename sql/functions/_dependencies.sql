@@ -1,0 +1,55 @@
+-- pgq._dependencies(depends_on): what a new job would wait for. Locks the live
+-- dependencies and marks them has_dependents, so none of them can end between this check
+-- and the new job's insert without finding the job (their end waits for this transaction).
+-- Returns waits_for (the live, not dead, dependencies; NULL when none) and failed (why the
+-- job cannot run: a dependency that is dead or ended canceled; NULL when none).
+-- Raises PQ001 for NULL elements, too many ids, or an id that is neither live nor logged.
+CREATE OR REPLACE FUNCTION pgq._dependencies(depends_on bigint[], OUT waits_for bigint[], OUT failed text)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_dead bigint;
+    v_id bigint;
+    v_outcome text;
+BEGIN
+    PERFORM pgq._check_ids('depends_on', depends_on);
+    SELECT array_agg(d.id ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
+           min(d.id) FILTER (WHERE d.status = 'dead')
+    INTO waits_for, v_dead
+    FROM (
+        SELECT j.id, j.status FROM pgq._jobs AS j
+        WHERE j.id = ANY (_dependencies.depends_on)
+        ORDER BY j.id
+        FOR NO KEY UPDATE
+    ) AS d;
+    IF v_dead IS NOT NULL THEN
+        failed := format('dependency %s is dead', v_dead);
+        RETURN;
+    END IF;
+    UPDATE pgq._jobs AS j SET has_dependents = TRUE
+    WHERE j.id = ANY (waits_for) AND NOT j.has_dependents;
+
+    -- The others have finished: they must have succeeded.
+    FOR v_id IN
+        SELECT DISTINCT u.id FROM unnest(_dependencies.depends_on) AS u (id)
+        WHERE u.id <> ALL (coalesce(waits_for, '{}'))
+        ORDER BY u.id
+    LOOP
+        SELECT o.outcome INTO v_outcome
+        FROM pgq._outcomes AS o
+        WHERE o.job_id = v_id AND o.outcome <> 'failed'
+        ORDER BY o.finished_at DESC
+        LIMIT 1;
+        IF v_outcome IS NULL THEN
+            PERFORM pgq._invalid('depends_on', format('job %s is unknown (or its outcome was pruned)', v_id),
+                'Pass ids returned by pgq.enqueue of jobs that are live or finished recently.');
+        ELSIF v_outcome <> 'succeeded' THEN
+            failed := format('dependency %s ended %s', v_id, v_outcome);
+            RETURN;
+        END IF;
+    END LOOP;
+END
+$$;

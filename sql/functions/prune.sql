@@ -1,0 +1,87 @@
+-- pgq.prune: outcome-log retention. Each outcome is kept for its entrypoint's retention
+-- (pgq.configure, default 7 days). Whole daily partitions older than the longest retention
+-- are dropped (cheap at any volume); rows of entrypoints with a shorter retention are
+-- deleted in batches of 10000 (at most 50 batches a call, so one call stays short; the
+-- next call continues). Also creates the coming days' partitions.
+-- pg_cron runs it hourly; without pg_cron the workers' sweep runs it when the last prune
+-- is over two hours old. Concurrent calls: one prunes, the others return 0.
+-- Returns the number of outcomes removed.
+CREATE OR REPLACE FUNCTION pgq.prune()
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_default interval := (pgq._defaults()).retention;
+    v_longest interval;
+    v_shortest interval;
+    v_partition record;
+    v_removed bigint := 0;
+    v_rows bigint;
+    v_batches integer := 0;
+BEGIN
+    -- Key: 'pgq', then 2 for pruning.
+    IF NOT pg_try_advisory_xact_lock(7366513, 2) THEN
+        RETURN 0;
+    END IF;
+    INSERT INTO pgq._maintenance AS m (task, last_run) VALUES ('prune', now())
+    ON CONFLICT ON CONSTRAINT _maintenance_pkey DO UPDATE SET last_run = excluded.last_run;
+    PERFORM pgq._ensure_partitions();
+
+    SELECT greatest(max(q.retention), v_default), least(min(q.retention), v_default)
+    INTO v_longest, v_shortest
+    FROM pgq._queues AS q;
+
+    FOR v_partition IN
+        SELECT
+            c.relname,
+            to_date(substr(c.relname, 11), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC' AS day_start
+        FROM pg_catalog.pg_inherits AS i
+        JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'pgq._outcomes'::regclass AND c.relname ~ '^_outcomes_[0-9]{8}$'
+        ORDER BY c.relname
+    LOOP
+        IF v_partition.day_start + interval '1 day' <= now() - v_longest THEN
+            EXECUTE format('SELECT count(*) FROM pgq.%I', v_partition.relname) INTO v_rows;
+            EXECUTE format('DROP TABLE pgq.%I', v_partition.relname);
+            v_removed := v_removed + v_rows;
+        ELSIF v_partition.day_start < now() - v_shortest THEN
+            -- Some entrypoints' rows in this day may have expired already.
+            LOOP
+                EXIT WHEN v_batches >= 50;
+                EXECUTE format(
+                    'DELETE FROM pgq.%1$I AS o WHERE o.ctid = ANY (ARRAY('
+                    '  SELECT e.ctid FROM pgq.%1$I AS e'
+                    '  LEFT JOIN pgq._queues AS q ON q.entrypoint = e.entrypoint'
+                    '  WHERE e.finished_at < now() - coalesce(q.retention, $1) LIMIT 10000))',
+                    v_partition.relname
+                ) USING v_default;
+                GET DIAGNOSTICS v_rows = ROW_COUNT;
+                v_removed := v_removed + v_rows;
+                v_batches := v_batches + 1;
+                EXIT WHEN v_rows < 10000;
+            END LOOP;
+        END IF;
+    END LOOP;
+
+    -- Rows that fell into the default partition (no daily partition existed yet).
+    WHILE v_batches < 50 LOOP
+        DELETE FROM pgq._outcomes_default AS o WHERE o.ctid = ANY (ARRAY(
+            SELECT e.ctid FROM pgq._outcomes_default AS e
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.entrypoint
+            WHERE e.finished_at < now() - coalesce(q.retention, v_default)
+            LIMIT 10000
+        ));
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        v_removed := v_removed + v_rows;
+        v_batches := v_batches + 1;
+        EXIT WHEN v_rows < 10000;
+    END LOOP;
+    RETURN v_removed;
+END
+$$;
+
+COMMENT ON FUNCTION pgq.prune() IS
+'Outcome-log retention: drop expired daily partitions, delete rows past a shorter per-entrypoint retention; returns how many outcomes it removed.';
