@@ -139,6 +139,7 @@ class Worker:
         self._completing = asyncio.Lock()
         self._batch = self.batch_size or self.concurrency
         self._lease = 30.0
+        self._poll = self.poll_interval
         dsn = resolve_dsn(self.dsn)
         self._pool = AsyncConnectionPool(
             dsn, min_size=2, max_size=4, open=False, kwargs={"autocommit": True}, name="pgq-worker"
@@ -237,11 +238,15 @@ class Worker:
 
     async def _refresh_settings(self) -> None:
         rows = await self._sql(
-            "SELECT extract(epoch FROM min(lease))::float8 AS lease"
+            "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate"
             " FROM pgq.settings(entrypoints => %s::text[])",
             (self.entrypoints,),
         )
         self._lease = rows[0]["lease"]
+        # A rate-limited entrypoint earns a token every 1/rate seconds and no NOTIFY says so:
+        # poll about that often (each claim then takes what the bucket holds).
+        rate = rows[0]["rate"]
+        self._poll = min(self.poll_interval, max(1 / rate, 0.01)) if rate else self.poll_interval
 
     async def _reregister(self, reason: Exception) -> None:
         """Our worker row is gone (reaped after a long outage): the jobs we hold were or will
@@ -287,7 +292,7 @@ class Worker:
             if len(rows) < wanted:
                 # Drained: sleep until a NOTIFY, or poll (a lost NOTIFY, a run_at reached).
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                    await asyncio.wait_for(self._wake.wait(), self._poll)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
