@@ -171,8 +171,8 @@ def test_schema_change_without_a_migration_is_detected(make_db, monkeypatch, tmp
 def test_dropping_the_last_migration_is_detected(make_db, monkeypatch) -> None:
     """Replaying all but the last migration cannot reproduce the fresh schema.
 
-    With several migrations the dumps differ; with a single one, the replay has no tables to
-    put its functions on and fails. Either way the comparison cannot pass.
+    Either the replay fails (the current functions and views need the missing tables) or
+    the dumps differ. Either way the comparison cannot pass.
     """
     fresh, replayed = make_db(), make_db()
     migrate.install(fresh, cron=False)
@@ -186,7 +186,6 @@ def test_dropping_the_last_migration_is_detected(make_db, monkeypatch) -> None:
     try:
         migrate.replay_migrations(replayed)
     except psycopg.Error:
-        assert len(real) == 1, "replaying all but the last of several migrations failed"
         return
     replayed_dump = schema_dump(replayed)
     assert replayed_dump != fresh_dump
