@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's own throwaway PostgreSQL cluster: its own data directory, port and socket
-# under .pgdata/ in the repo, pg_cron preloaded, trust auth on loopback only.
+# under .pgdata/ in the repo (or $PGQ_PGDATA), pg_cron preloaded, trust auth on loopback only.
 # It never touches a system cluster. Usage: scripts/db.sh start|stop|restart|status|dsn
 set -euo pipefail
 
@@ -8,7 +8,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 PGQ_PORT=${PGQ_PORT:-54329}
 PGVER=${PGVER:-15}
 BIN=/usr/lib/postgresql/$PGVER/bin
-base=$top/.pgdata
+# PGQ_PGDATA moves the whole cluster (tests that restart PostgreSQL can use one of their own).
+base=${PGQ_PGDATA:-$top/.pgdata}
 data=$base/data
 sock=$base/run
 log=$base/server.log

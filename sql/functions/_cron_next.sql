@@ -15,6 +15,8 @@ AS $$
 DECLARE
     v_cron record := pgq._cron_parse(cron);
     v_start timestamp;
+    v_start_hour integer;
+    v_start_minute integer;
     v_day date;
     v_end date;
     v_day_of_month boolean;
@@ -26,6 +28,8 @@ BEGIN
         RETURN NULL;
     END IF;
     v_start := pg_catalog.date_trunc('minute', after AT TIME ZONE 'UTC') + interval '1 minute';
+    v_start_hour := pg_catalog.date_part('hour', v_start)::integer;
+    v_start_minute := pg_catalog.date_part('minute', v_start)::integer;
     v_day := v_start::date;
     v_end := (v_start + interval '8 years 1 day')::date;
 
@@ -45,12 +49,19 @@ BEGIN
             IF v_day > v_start::date THEN
                 v_minute_of_day := v_cron.hours[1] * 60 + v_cron.minutes[1];
             ELSE
-                -- On the first day, the first matching minute not before v_start.
-                SELECT min(h.h * 60 + m.m) INTO v_minute_of_day
-                FROM pg_catalog.unnest(v_cron.hours) AS h (h)
-                CROSS JOIN pg_catalog.unnest(v_cron.minutes) AS m (m)
-                WHERE h.h * 60 + m.m >= pg_catalog.date_part('hour', v_start) * 60
-                                        + pg_catalog.date_part('minute', v_start);
+                -- On the first day, the first matching minute not before v_start: in its hour,
+                -- else the first minute of a later hour.
+                v_minute_of_day := NULL;
+                IF v_start_hour = ANY(v_cron.hours) THEN
+                    SELECT v_start_hour * 60 + min(m.m) INTO v_minute_of_day
+                    FROM pg_catalog.unnest(v_cron.minutes) AS m (m)
+                    WHERE m.m >= v_start_minute;
+                END IF;
+                IF v_minute_of_day IS NULL THEN
+                    SELECT min(h.h) * 60 + v_cron.minutes[1] INTO v_minute_of_day
+                    FROM pg_catalog.unnest(v_cron.hours) AS h (h)
+                    WHERE h.h > v_start_hour;
+                END IF;
             END IF;
             IF v_minute_of_day IS NOT NULL THEN
                 RETURN (v_day + pg_catalog.make_interval(mins => v_minute_of_day)) AT TIME ZONE 'UTC';
