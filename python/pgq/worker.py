@@ -21,6 +21,7 @@ import os
 import signal
 import socket
 import traceback
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -141,13 +142,16 @@ class Worker:
         self._lease = 30.0
         self._poll = self.poll_interval
         dsn = resolve_dsn(self.dsn)
-        self._pool = AsyncConnectionPool(
-            dsn, min_size=2, max_size=4, open=False, kwargs={"autocommit": True}, name="pgq-worker"
-        )
+        # No server-side prepared statements: they break behind PgBouncer in transaction
+        # mode, and every statement here is a call of a function whose plans are cached.
+        conn_kwargs = {"autocommit": True, "prepare_threshold": None}
+        self._pool = AsyncConnectionPool(dsn, min_size=2, max_size=4, open=False, kwargs=conn_kwargs)
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgq-handler")
         self._sync_pool: ConnectionPool | None = None
         if any(h.transactional for h in self._handlers.values()):
-            self._sync_pool = ConnectionPool(dsn, min_size=1, max_size=self.concurrency, open=True)
+            self._sync_pool = ConnectionPool(
+                dsn, min_size=1, max_size=self.concurrency, kwargs={"prepare_threshold": None}, open=True
+            )
         self._install_signal_handlers()
         await self._pool.open(wait=False)
         try:
@@ -447,15 +451,45 @@ class Worker:
             try:
                 async with await psycopg.AsyncConnection.connect(listen_dsn, autocommit=True) as conn:
                     await conn.execute("LISTEN pgq")
+                    notifies = conn.notifies()
+                    if not await self._notifications_arrive(notifies):
+                        log.warning(
+                            "NOTIFY does not reach the LISTEN connection (a pooler in transaction mode?);"
+                            " polling every %.2f s instead. Pass listen_dsn, a direct connection to"
+                            " PostgreSQL, to be woken within milliseconds.",
+                            self._poll,
+                        )
+                        return
                     delay = 0.1
                     self._wake.set()  # jobs may have arrived while we were not listening
-                    async for notify in conn.notifies():
+                    async for notify in notifies:
                         if notify.payload in self._handlers:
                             self._wake.set()
             except psycopg.OperationalError as exc:
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", str(exc).strip(), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    async def _notifications_arrive(self, notifies: Any) -> bool:
+        """Send ourselves a NOTIFY through the pool and wait for it on the LISTEN connection.
+
+        Behind PgBouncer in transaction mode the LISTEN lands on a pooled server connection
+        and notifications never come back, which would silently cost the poll interval on
+        every job; a direct connection gets the probe within milliseconds.
+        """
+        token = f"probe:{uuid.uuid4()}"
+
+        async def probe_arrives() -> bool:
+            async for notify in notifies:
+                if notify.payload == token:
+                    return True
+            return False
+
+        await self._retrying("notify probe", "SELECT pg_notify('pgq', %s)", (token,))
+        try:
+            return await asyncio.wait_for(probe_arrives(), 3)
+        except asyncio.TimeoutError:
+            return False
 
     # --- shutdown -----------------------------------------------------------------------
 

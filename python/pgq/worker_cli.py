@@ -33,13 +33,23 @@ def load_worker(spec: str) -> Worker:
 @click.command("worker")
 @click.argument("spec", metavar="MODULE:ATTR")
 @click.option("--dsn", envvar="PGQ_DSN", default=None, help="libpq connection string (default: $PGQ_DSN).")
+@click.option(
+    "--listen-dsn",
+    envvar="PGQ_LISTEN_DSN",
+    default=None,
+    help="A direct connection for LISTEN when --dsn goes through a pooler such as PgBouncer.",
+)
 @click.option("--concurrency", type=click.IntRange(min=1), help="Handlers running at once.")
 @click.option("--batch-size", type=click.IntRange(1, 10000), help="Jobs claimed per round trip.")
-def worker_command(spec: str, dsn: str | None, concurrency: int | None, batch_size: int | None) -> None:
+def worker_command(
+    spec: str, dsn: str | None, listen_dsn: str | None, concurrency: int | None, batch_size: int | None
+) -> None:
     """Run the pgq.Worker at MODULE:ATTR until SIGTERM or SIGINT (then exit 0)."""
     worker = load_worker(spec)
     if worker.dsn is None or dsn:
         worker.dsn = resolve_dsn(dsn)
+    if listen_dsn:
+        worker.listen_dsn = listen_dsn
     if concurrency:
         worker.concurrency = concurrency
     if batch_size:

@@ -1,0 +1,122 @@
+"""Producers and workers through PgBouncer in transaction pooling mode.
+
+The worker's claims and completions go through the pooler; its LISTEN needs a direct
+connection (listen_dsn), and without one it notices that notifications do not come back
+and falls back to polling with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from conftest import ADMIN_DSN
+from workers import WorkerProcess, ledger_lines, outcome_count, wait_until
+
+PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def bouncer() -> Iterator[int]:
+    """A PgBouncer on a loopback port, transaction pooling, in front of the test cluster."""
+    if not os.path.exists(PGBOUNCER):
+        pytest.fail("pgbouncer is not installed (make deps installs it)")
+    server = conninfo_to_dict(ADMIN_DSN)
+    # Not under pytest's private tmp: as root, pgbouncer runs as the postgres user.
+    work = Path(tempfile.mkdtemp(prefix="pgq-pgbouncer-"))
+    work.chmod(0o777)
+    port = _free_port()
+    (work / "userlist.txt").write_text('"postgres" ""\n')
+    (work / "pgbouncer.ini").write_text(
+        f"""[databases]
+* = host={server.get("host", "127.0.0.1")} port={server.get("port", 5432)}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {work}/userlist.txt
+pool_mode = transaction
+max_client_conn = 200
+default_pool_size = 20
+ignore_startup_parameters = extra_float_digits,options
+logfile = {work}/pgbouncer.log
+pidfile = {work}/pgbouncer.pid
+"""
+    )
+    for f in work.iterdir():
+        f.chmod(0o666)
+    cmd = [PGBOUNCER, str(work / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        cmd[1:1] = ["-u", "postgres"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: _accepts(port), 15, "pgbouncer to listen")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _through(dsn: str, port: int) -> str:
+    return make_conninfo(dsn, host="127.0.0.1", port=str(port))
+
+
+def _enqueue_through_bouncer(dsn: str, n: int) -> None:
+    # One transaction per enqueue, like a busy web app behind the pooler.
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        for i in range(n):
+            conn.execute("SELECT pgq.enqueue('noop', %s::jsonb)", (f'{{"i": {i}}}',))
+
+
+def test_drain_through_pgbouncer_with_a_direct_listen_connection(
+    dsn: str, bouncer: int, tmp_path: Path
+) -> None:
+    pooled = _through(dsn, bouncer)
+    worker = WorkerProcess(pooled, tmp_path, PGQ_LISTEN_DSN=dsn, APP_POLL="10")
+    wait_until(lambda: "registered" in worker.log(), 20, "the worker to register")
+    time.sleep(0.5)
+    started = time.time()
+    _enqueue_through_bouncer(pooled, 1000)
+    wait_until(lambda: outcome_count(dsn) == 1000, 60, "1000 jobs through PgBouncer")
+    assert worker.terminate() == 0
+    assert "NOTIFY does not reach" not in worker.log()
+    runs = ledger_lines(tmp_path)
+    assert len({r[0] for r in runs}) == 1000
+    # Woken by NOTIFY, not by the 10 s poll.
+    assert min(r[4] for r in runs) - started < 5
+
+
+def test_without_listen_dsn_the_worker_warns_and_polls(dsn: str, bouncer: int, tmp_path: Path) -> None:
+    pooled = _through(dsn, bouncer)
+    worker = WorkerProcess(pooled, tmp_path, APP_POLL="0.2")
+    wait_until(lambda: "NOTIFY does not reach" in worker.log(), 20, "the polling warning")
+    _enqueue_through_bouncer(pooled, 200)
+    wait_until(lambda: outcome_count(dsn) == 200, 60, "200 jobs by polling")
+    assert worker.terminate() == 0
