@@ -4,7 +4,7 @@ Delivery is at-least-once: a job whose worker crashes is delivered again, so han
 be idempotent.
 """
 
-from .client import Client, JobRow, QueueRow, WorkerRow
+from .client import Client
 from .errors import (
     InvalidArgument,
     InvalidCron,
@@ -15,6 +15,7 @@ from .errors import (
     WorkerGone,
 )
 from .job import Job, JobCancelled
+from .rows import JobRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 from .worker import Worker
 
 __all__ = [
@@ -27,7 +28,9 @@ __all__ = [
     "PayloadTooLarge",
     "PgqError",
     "QueueRow",
+    "ScheduleRow",
     "SchemaError",
+    "StatsRow",
     "UnknownWorker",
     "Worker",
     "WorkerGone",

@@ -15,12 +15,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeAlias, TypeVar
-from uuid import UUID
 
 import psycopg
 from psycopg import sql
@@ -30,8 +28,9 @@ from psycopg_pool import ConnectionPool
 
 from .dsn import resolve_dsn
 from .errors import InvalidArgument, PgqError, SchemaError, translate
+from .rows import JobRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
-__all__ = ["Client", "JobRow", "QueueRow", "WorkerRow"]
+__all__ = ["Client", "JobRow", "QueueRow", "ScheduleRow", "StatsRow", "WorkerRow"]
 
 R = TypeVar("R")
 Conn: TypeAlias = "psycopg.Connection[Any] | None"
@@ -40,65 +39,6 @@ Params: TypeAlias = "Sequence[Any] | dict[str, Any]"
 
 # The statuses of live jobs, the only ones the pgq.jobs view holds.
 LIVE_STATUSES = ("queued", "waiting", "running", "dead")
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """A row of the pgq.queues view: job counts, pause state and effective settings."""
-
-    entrypoint: str
-    queued: int
-    scheduled: int
-    waiting: int
-    running: int
-    dead: int
-    oldest_queued_age: timedelta | None
-    paused: bool
-    concurrency: int | None
-    rate: Decimal | None
-    max_attempts: int
-    lease: timedelta
-    timeout: timedelta
-    backoff_base: timedelta
-    backoff_max: timedelta
-    retention: timedelta
-
-
-@dataclass(frozen=True)
-class WorkerRow:
-    """A row of the pgq.workers view. state: alive, dead (reaped) or stopped."""
-
-    id: UUID
-    name: str
-    entrypoints: list[str]
-    state: str
-    registered_at: datetime
-    heartbeat_at: datetime
-    heartbeat_age: timedelta
-    stopped_at: datetime | None
-    jobs_held: int
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """A row of the pgq.jobs view: a live job (queued, waiting, running or dead)."""
-
-    id: int
-    entrypoint: str
-    status: str
-    priority: int
-    run_at: datetime
-    attempt: int
-    deliveries: int
-    max_attempts: int
-    enqueued_at: datetime
-    started_at: datetime | None
-    worker_id: UUID | None
-    cancel_requested: bool
-    dedupe_key: str | None
-    last_error: str | None
-    payload: Any
-    headers: dict[str, Any] | None
 
 
 def _columns(cls: type) -> sql.Composed:
@@ -241,7 +181,8 @@ class Client:
         payload: any JSON-serialisable value (None is SQL NULL). run_at: an aware datetime,
         or a timedelta from the database's now(). A live job with the same entrypoint and
         dedupe_key is not duplicated: its id is returned. depends_on: ids of jobs that must
-        succeed first. Raises InvalidArgument, PayloadTooLarge.
+        succeed first: the job is 'waiting' until they all have, and is canceled if one of
+        them ends dead or canceled. Raises InvalidArgument, PayloadTooLarge.
         """
         params: dict[str, Any] = {
             "entrypoint": entrypoint,
@@ -260,11 +201,9 @@ class Client:
             "dedupe_key => %(dedupe_key)s::text",
             "headers => %(headers)s::jsonb",
             "max_attempts => %(max_attempts)s::integer",
+            "depends_on => %(depends_on)s::bigint[]",
         ]
-        if depends_on is not None:
-            # Passed only when given, so the call also works against a schema without it.
-            parts.append("depends_on => %(depends_on)s::bigint[]")
-            params["depends_on"] = _ids("depends_on", depends_on)
+        params["depends_on"] = None if depends_on is None else _ids("depends_on", depends_on)
         query = "SELECT pgq.enqueue(" + ", ".join(parts) + ")"
         return int(self._scalar(query, params, conn))
 
@@ -339,7 +278,9 @@ class Client:
         """Set per-entrypoint settings (pgq.configure); None leaves a setting as it is.
 
         Intervals are timedeltas or PostgreSQL interval text ("30 seconds").
-        concurrency=0 removes the limit. Raises InvalidArgument; nothing changes then.
+        concurrency=0 removes the limit. rate: jobs started per second across all workers
+        (0.001 to 1000000; a Decimal, or a float or int); rate=0 removes the limit.
+        Raises InvalidArgument; nothing changes then.
         """
         intervals = {
             "backoff_base": backoff_base,
@@ -389,7 +330,77 @@ class Client:
         """Run the sweep now (pgq.reap); returns the number of jobs released or failed."""
         return int(self._scalar("SELECT pgq.reap()", (), conn))
 
+    def prune(self, *, conn: Conn = None) -> int:
+        """Apply outcome-log retention now (pgq.prune); returns how many outcomes it removed.
+
+        pg_cron (or the workers' sweep) runs it hourly; 0 while another prune is running.
+        """
+        return int(self._scalar("SELECT pgq.prune()", (), conn))
+
+    # --- periodic jobs ---------------------------------------------------------------
+
+    def schedule(
+        self,
+        name: str,
+        cron: str,
+        entrypoint: str,
+        payload: Any = None,
+        *,
+        conn: Conn = None,
+    ) -> datetime | None:
+        """Create or replace the periodic job `name` (pgq.schedule); returns its next run.
+
+        cron: 5 fields in UTC (minute hour day-of-month month day-of-week) or a macro such
+        as @daily. Every matching minute, pgq.run_schedules enqueues one job of entrypoint
+        with payload. Replacing a schedule keeps its last run. The next run is None when
+        the expression matches no date (e.g. '0 0 31 2 *'). Raises InvalidCron (naming the
+        field), InvalidArgument, PayloadTooLarge.
+        """
+        query = (
+            "SELECT pgq.schedule(name => %(name)s::text, cron => %(cron)s::text,"
+            " entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb)"
+        )
+        params = {"name": name, "cron": cron, "entrypoint": entrypoint, "payload": _json(payload)}
+        next_run: datetime | None = self._scalar(query, params, conn)
+        return next_run
+
+    def unschedule(self, name: str, *, conn: Conn = None) -> bool:
+        """Remove the periodic job `name` (pgq.unschedule); False when there was none.
+
+        Jobs it already enqueued are left alone."""
+        return bool(self._scalar("SELECT pgq.unschedule(name => %s::text)", (name,), conn))
+
+    def run_schedules(self, now: datetime | None = None, *, conn: Conn = None) -> int:
+        """Enqueue the schedules due at `now` (pgq.run_schedules); returns how many.
+
+        now: an aware datetime, default the database's current time. Each schedule fires
+        at most once per minute however often this runs; pg_cron and the workers' sweep
+        call it, so call it yourself only without either (or in tests).
+        """
+        if now is not None:
+            _check_aware("now", now)
+        query = "SELECT pgq.run_schedules(now => %s::timestamptz)"
+        return int(self._scalar(query, (now,), conn))
+
     # --- views -----------------------------------------------------------------------
+
+    def schedules(self, *, conn: Conn = None) -> list[ScheduleRow]:
+        """The pgq.schedules view: every periodic job, by name."""
+        query = sql.SQL("SELECT {} FROM pgq.schedules ORDER BY name").format(_columns(ScheduleRow))
+        return self._fetch(query, (), conn, ScheduleRow)
+
+    def stats(self, since: timedelta | str = timedelta(minutes=5), *, conn: Conn = None) -> list[StatsRow]:
+        """pgq.stats: per-entrypoint outcomes, jobs per second and wait/run percentiles over
+        the last `since` (a timedelta or interval text, 1 second to 31 days).
+
+        Only entrypoints with outcomes in the window have a row. Raises InvalidArgument.
+        """
+        if isinstance(since, str):
+            self._check_interval_text("since", since, conn)
+        query = sql.SQL("SELECT {} FROM pgq.stats(since => %s::interval) ORDER BY entrypoint").format(
+            _columns(StatsRow)
+        )
+        return self._fetch(query, (since,), conn, StatsRow)
 
     def queues(self, *, conn: Conn = None) -> list[QueueRow]:
         """The pgq.queues view: one row per entrypoint with jobs or settings."""
@@ -436,11 +447,17 @@ def _run_at(run_at: datetime | timedelta | None) -> tuple[str, Any]:
     """The SQL for run_at and its parameter: a timedelta counts from the database's now()."""
     if isinstance(run_at, timedelta):
         return "now() + %(run_at)s::interval", run_at
-    if isinstance(run_at, datetime) and run_at.utcoffset() is None:
-        raise InvalidArgument(
-            "pgq: invalid argument run_at: a naive datetime is ambiguous"
-            " (hint: pass an aware datetime, e.g. datetime.now(timezone.utc), or a timedelta)"
-        )
-    if run_at is not None and not isinstance(run_at, datetime):
-        raise InvalidArgument(f"pgq: invalid argument run_at: {run_at!r} is not a datetime or timedelta")
+    if run_at is not None:
+        _check_aware("run_at", run_at, " or a timedelta")
     return "%(run_at)s::timestamptz", run_at
+
+
+def _check_aware(argument: str, when: object, alternative: str = "") -> None:
+    """A point in time must be an aware datetime: a naive one is ambiguous."""
+    if not isinstance(when, datetime):
+        raise InvalidArgument(f"pgq: invalid argument {argument}: {when!r} is not a datetime{alternative}")
+    if when.utcoffset() is None:
+        raise InvalidArgument(
+            f"pgq: invalid argument {argument}: a naive datetime is ambiguous"
+            f" (hint: pass an aware datetime, e.g. datetime.now(timezone.utc){alternative})"
+        )

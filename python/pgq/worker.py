@@ -487,7 +487,7 @@ class Worker:
 
         await self._retrying("notify probe", "SELECT pg_notify('pgq', %s)", (token,))
         try:
-            return await asyncio.wait_for(probe_arrives(), 3)
+            return await asyncio.wait_for(probe_arrives(), 10)
         except asyncio.TimeoutError:
             return False
 

@@ -5,7 +5,8 @@
 -- The schedule is a row in this database, so it works whatever database pg_cron lives in.
 --   SELECT pgq.schedule('nightly-report', '30 2 * * *', 'send_report', '{"kind": "daily"}');
 -- Replacing a schedule keeps its last run. Returns the next run time.
--- Raises PQ001 for an invalid name or entrypoint, PQ006 for an invalid cron expression.
+-- Raises PQ001 for an invalid name or entrypoint, PQ006 for an invalid cron expression or
+-- one that matches no date (such as '0 0 31 2 *').
 CREATE OR REPLACE FUNCTION pgq.schedule(name text, cron text, entrypoint text, payload jsonb DEFAULT NULL)
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -24,6 +25,10 @@ BEGIN
     PERFORM pgq._cron_parse(cron);
     PERFORM pgq._check_job(entrypoint, payload, NULL, NULL, NULL, NULL);
     v_next := pgq._cron_next(cron, now());
+    IF v_next IS NULL THEN
+        RAISE EXCEPTION 'pgq: invalid cron expression: % matches no date', cron
+            USING ERRCODE = 'PQ006', HINT = 'Check the day of month against the month, e.g. no 31 in February.';
+    END IF;
     INSERT INTO pgq._schedules AS s (name, cron, entrypoint, payload, next_run)
     VALUES (schedule.name, btrim(schedule.cron), schedule.entrypoint, schedule.payload, v_next)
     ON CONFLICT ON CONSTRAINT _schedules_pkey DO UPDATE

@@ -1,6 +1,7 @@
 -- pgq.stats: per-entrypoint throughput and latency over the last `since` (default 5
 -- minutes), from the outcome log. succeeded: jobs completed; failed: failed attempts; dead:
--- failures that left a job dead; canceled: jobs canceled; per_second: succeeded / since;
+-- those of the failed attempts that left their job dead; canceled: jobs canceled;
+-- per_second: succeeded / since;
 -- wait = started - enqueued and run = finished - started of the succeeded jobs, as the 50th,
 -- 95th and 99th percentiles. The log's BRIN index on finished_at limits the scan to the
 -- window, so it is cheap to call every second.
@@ -63,7 +64,7 @@ BEGIN
         p.failed,
         p.dead,
         p.canceled,
-        round(p.succeeded / extract(EPOCH FROM stats.since), 3),
+        p.succeeded / extract(EPOCH FROM stats.since),
         make_interval(secs => p.wait_q[1]),
         make_interval(secs => p.wait_q[2]),
         make_interval(secs => p.wait_q[3]),

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
 
+import pgq.cli_status
 from pgq import Client
 from pgq.cli import main
 
@@ -21,6 +24,15 @@ from pgq.cli import main
 def client(dsn: str) -> Iterator[Client]:
     with Client(dsn) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def _clean_schedules(request: pytest.FixtureRequest) -> Iterator[None]:
+    """conftest empties the queue after each test; the schedules are emptied here."""
+    yield
+    if "dsn" in request.fixturenames:
+        with psycopg.connect(request.getfixturevalue("dsn"), autocommit=True) as c:
+            c.execute("DELETE FROM pgq._schedules")
 
 
 def run(dsn: str, *args: str, stdin: str | None = None) -> Result:
@@ -48,7 +60,7 @@ def failed(result: Result) -> str:
 
 def test_status_empty(dsn: str) -> None:
     out = ok(run(dsn, "status"))
-    assert "queues: none" in out and "workers: none" in out
+    assert out.splitlines() == ["queues: none", "", "stats for the last 5 minutes: none", "", "workers: none"]
 
 
 def test_status_prints_queues_and_workers(dsn: str, client: Client, conn: psycopg.Connection) -> None:
@@ -61,15 +73,144 @@ def test_status_prints_queues_and_workers(dsn: str, client: Client, conn: psycop
     header = next(line for line in lines if line.startswith("entrypoint"))
     for column in ["queued", "scheduled", "running", "dead", "oldest queued age", "paused"]:
         assert column in header
-    assert "concurrency" in header
+    assert header.split()[-2:] == ["concurrency", "rate"]
     email = next(line for line in lines if line.startswith("email")).split()
     assert email[1:6] == ["3", "1", "0", "0", "0"]  # queued, scheduled, waiting, running, dead
-    assert email[-2:] == ["yes", "-"]  # paused, no concurrency limit
+    assert email[-3:] == ["yes", "-", "-"]  # paused, no concurrency limit, no rate limit
     sms = next(line for line in lines if line.startswith("sms")).split()
-    assert sms[-2:] == ["no", "7"]
+    assert sms[-3:] == ["no", "7", "-"]
     worker = next(line for line in lines if line.startswith("box-1")).split()
     assert worker[1] == "alive" and worker[-1] == "0"
     assert all(line == line.rstrip() for line in lines)
+
+
+def finish(conn: psycopg.Connection, entrypoint: str, n: int) -> None:
+    """Enqueue, claim and complete n jobs of entrypoint: n succeeded outcomes."""
+    conn.execute("SELECT pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))", (entrypoint, n))
+    worker = conn.execute("SELECT pgq.register_worker('stats', ARRAY[%s])", (entrypoint,)).fetchone()[0]
+    conn.execute(
+        "SELECT pgq.complete(%(w)s, ARRAY(SELECT id FROM pgq.claim(%(w)s, ARRAY[%(e)s], %(n)s)))",
+        {"w": worker, "e": entrypoint, "n": n},
+    )
+
+
+def test_status_shows_stats_of_the_last_minutes(dsn: str, conn: psycopg.Connection) -> None:
+    finish(conn, "email", 3)
+    conn.execute(
+        "INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries,"
+        " enqueued_at, finished_at) VALUES (0, 'old', 'succeeded', 0, 0, 1, now() - interval '20 minutes',"
+        " now() - interval '20 minutes')"
+    )
+    lines = ok(run(dsn, "status")).splitlines()
+    title = lines.index("stats for the last 5 minutes")
+    assert lines[title + 1].split() == [
+        *("entrypoint", "succeeded", "failed", "dead", "canceled", "per", "second"),
+        *("wait", "p50", "wait", "p95", "wait", "p99", "run", "p50", "run", "p95", "run", "p99"),
+    ]
+    email = lines[title + 3].split()
+    assert email[:6] == ["email", "3", "0", "0", "0", "0.01"]  # 3 jobs in 300 s
+    assert all(re.fullmatch(r"[0-9.]+m?s", v) for v in email[6:]), email
+    assert not any(line.startswith("old") for line in lines)
+    hour = ok(run(dsn, "status", "--since", "1 hour")).splitlines()
+    title = hour.index("stats for the last 1 hour")
+    assert [line.split()[:2] for line in hour[title + 3 : title + 5]] == [["email", "3"], ["old", "1"]]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "soon"], "invalid argument since: 'soon' is not an interval"),
+        (["--since", "40 days"], "invalid argument since"),
+        (["--interval", "1"], "--interval and --iterations go with --watch"),
+    ],
+)
+def test_status_bad_input_is_one_line(dsn: str, args: list[str], message: str) -> None:
+    assert message in failed(run(dsn, "status", *args))
+
+
+def seed_dashboard(client: Client, conn: psycopg.Connection) -> None:
+    finish(conn, "email", 2)
+    client.enqueue_batch("email", [1, 2, 3])
+    conn.execute("SELECT pgq.register_worker(name => 'box-1', entrypoints => ARRAY['email'])")
+
+
+def test_status_watch_renders_each_refresh_then_exits(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    seed_dashboard(client, conn)
+    out = ok(run(dsn, "status", "--watch", "--iterations", "2", "--interval", "0.01"))
+    frames = out.split("pgq status at ")[1:]
+    assert len(frames) == 2  # piped: one snapshot per refresh
+    for frame in frames:
+        assert "stats for the last 5 minutes; every 0.01s, Ctrl-C to quit" in frame
+        header = next(line for line in frame.splitlines() if line.startswith("entrypoint")).split()
+        assert header[:8] == [
+            "entrypoint",
+            "queued",
+            "scheduled",
+            "waiting",
+            "running",
+            "dead",
+            "oldest",
+            "paused",
+        ]
+        assert " ".join(header[8:]) == "per second succeeded failed wait p50 wait p99 run p50 run p99"
+        email = next(line for line in frame.splitlines() if line.startswith("email")).split()
+        assert email[1:6] == ["3", "0", "0", "0", "0"]
+        assert email[8:11] == ["0.007", "2", "0"]  # 2 jobs in 300 s, succeeded, failed
+        assert next(line for line in frame.splitlines() if line.startswith("box-1")).split()[1] == "email"
+        assert "workers: 2 alive, 0 dead, 0 stopped" in frame  # box-1 and the one of finish()
+
+
+def test_status_watch_on_a_terminal_uses_a_live_display(
+    dsn: str, client: Client, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed_dashboard(client, conn)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich: stdout is a terminal
+    monkeypatch.setenv("TERM", "xterm-256color")
+    snapshots = []
+    take = pgq.cli_status.take_snapshot
+    monkeypatch.setattr(
+        pgq.cli_status, "take_snapshot", lambda *a: snapshots.append(take(*a)) or snapshots[-1]
+    )
+    out = ok(run(dsn, "status", "--watch", "--iterations", "3", "--interval", "0.01"))
+    assert len(snapshots) == 3
+    assert "\x1b[" in out  # drawn in place with cursor movements
+    assert "pgq status at" in out and "box-1" in out
+
+
+def test_status_watch_survives_a_lost_connection(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    take = pgq.cli_status.take_snapshot
+
+    def flaky(*args: object) -> pgq.cli_status.Snapshot:
+        calls.append(1)
+        if len(calls) == 2:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return take(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pgq.cli_status, "take_snapshot", flaky)
+    out = ok(run(dsn, "status", "--watch", "--iterations", "3", "--interval", "0.01"))
+    frames = out.split("pgq status at ")[1:]
+    assert len(frames) == 3
+    assert [("server closed the connection" in f) for f in frames] == [False, True, False]
+    assert "(showing the last snapshot; retrying)" in frames[1]
+
+
+def test_status_watch_exits_0_on_ctrl_c(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pgq.cli_status.time, "sleep", interrupted)
+    out = ok(run(dsn, "status", "--watch"))
+    assert out.count("pgq status at") == 1
+    assert "every 2s, Ctrl-C to quit" in out and "workers: 0 alive, 0 dead, 0 stopped" in out
+
+
+def test_status_watch_unreachable_database_is_one_line() -> None:
+    line = failed(run("postgresql://postgres@127.0.0.1:1/nowhere", "status", "--watch", "--iterations", "1"))
+    assert "127.0.0.1" in line
 
 
 # --- enqueue -------------------------------------------------------------------------------
@@ -202,7 +343,7 @@ def test_configure_sets_and_shows(dsn: str, client: Client) -> None:
     )
     assert out.strip() == (
         "email: max_attempts=8 backoff_base=2s backoff_max=10m00s lease=45s timeout=5m00s"
-        " concurrency=3 retention=2d00h00m paused=no"
+        " concurrency=3 rate=unlimited retention=2d00h00m paused=no"
     )
     [queue] = client.queues()
     assert (queue.lease, queue.concurrency) == (timedelta(seconds=45), 3)
@@ -226,6 +367,93 @@ def test_configure_unknown_entrypoint_shows_defaults(dsn: str, client: Client) -
 )
 def test_configure_bad_input_is_one_line(dsn: str, args: list[str], message: str) -> None:
     assert message in failed(run(dsn, "configure", "email", *args))
+
+
+def test_configure_rate(dsn: str, client: Client) -> None:
+    assert "rate=2.5/s" in ok(run(dsn, "configure", "email", "--rate", "2.5"))
+    assert client.queues()[0].rate == Decimal("2.5")
+    lines = ok(run(dsn, "status")).splitlines()
+    assert next(line for line in lines if line.startswith("email")).split()[-1] == "2.5/s"
+    assert "rate=100/s" in ok(run(dsn, "configure", "email", "--rate", "100", "--max-attempts", "2"))
+    assert "rate=unlimited" in ok(run(dsn, "configure", "email", "--rate", "0"))
+    assert client.queues()[0].rate is None
+    assert "invalid argument rate" in failed(run(dsn, "configure", "email", "--rate", "-1"))
+    assert run(dsn, "configure", "email", "--rate", "fast").exit_code == 2
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+NEXT_RUN = r"(?P<name>\S+): next run (?P<when>\d{4}-\d\d-\d\d \d\d:\d\dZ) \(in (?P<wait>\S+)\)"
+
+
+def test_schedule_prints_the_next_run(dsn: str, client: Client) -> None:
+    out = ok(run(dsn, "schedule", "nightly", "30 2 * * *", "report", '{"kind": "daily"}')).strip()
+    match = re.fullmatch(NEXT_RUN, out)
+    assert match and match["name"] == "nightly" and match["when"].endswith(" 02:30Z"), out
+    [row] = client.schedules()
+    assert (row.cron, row.entrypoint, row.payload) == ("30 2 * * *", "report", {"kind": "daily"})
+    assert (
+        row.next_run is not None
+        and f"{row.next_run.astimezone(timezone.utc):%Y-%m-%d %H:%MZ}" == match["when"]
+    )
+
+
+def test_schedule_payload_from_stdin_and_replace(dsn: str, client: Client) -> None:
+    ok(run(dsn, "schedule", "tick", "@hourly", "ping", "-", stdin='{"from": "stdin"}'))
+    assert client.schedules()[0].payload == {"from": "stdin"}
+    out = ok(run(dsn, "schedule", "tick", "*/5 * * * *", "pong"))
+    assert re.fullmatch(NEXT_RUN, out.strip())
+    [row] = client.schedules()
+    assert (row.cron, row.entrypoint, row.payload) == ("*/5 * * * *", "pong", None)
+
+
+def test_schedule_that_never_matches_says_so(dsn: str) -> None:
+    out = ok(run(dsn, "schedule", "feb31", "0 0 31 2 *", "report"))
+    assert out.strip() == "feb31: next run never ('0 0 31 2 *' matches no date)"
+
+
+def test_schedules_table(dsn: str, client: Client) -> None:
+    assert ok(run(dsn, "schedules")).strip() == "schedules: none"
+    client.schedule("b-minutely", "* * * * *", "tick", {"n": 1})
+    client.schedule("a-nightly", "30 2 1 1 *", "report")  # not due with b-minutely
+    client.run_schedules(client.schedules()[1].next_run)
+    lines = ok(run(dsn, "schedules")).splitlines()
+    assert lines[0] == "schedules"
+    assert " ".join(lines[1].split()) == "name cron entrypoint payload last run next run"
+    nightly, minutely = lines[3], lines[4]
+    assert nightly.split()[:8] == ["a-nightly", "30", "2", "1", "1", "*", "report", "-"]
+    assert nightly.split()[8] == "-"  # never ran
+    assert re.search(r"\d\d:30Z \(in \S+\)$", nightly)
+    assert minutely.split()[:9] == ["b-minutely", "*", "*", "*", "*", "*", "tick", '{"n":', "1}"]
+    assert re.search(r"\d\d:\d\dZ +\d{4}-\d\d-\d\d \d\d:\d\dZ \(in \S+\)$", minutely)
+
+
+def test_unschedule(dsn: str, client: Client) -> None:
+    client.schedule("nightly", "@daily", "report")
+    assert ok(run(dsn, "unschedule", "nightly")).strip() == "unscheduled nightly"
+    assert client.schedules() == []
+    assert "no schedule named 'nightly'" in failed(run(dsn, "unschedule", "nightly"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["n", "0 0 32 * *", "report"],
+            'invalid cron expression: day-of-month field "32": 32 is out of range',
+        ),
+        (["n", "0 25 * * *", "report"], "invalid cron expression: hour field"),
+        (["n", "0 0 * * someday", "report"], "invalid cron expression: day-of-week field"),
+        (["n", "0 0 * *", "report"], "has 4 fields, expected 5"),
+        (["n", "@sometimes", "report"], "unknown macro"),
+        (["n", "@daily", ""], "invalid argument entrypoint"),
+        (["", "@daily", "report"], "invalid argument name"),
+        (["n", "@daily", "report", "{oops"], "PAYLOAD_JSON is not valid JSON"),
+    ],
+)
+def test_schedule_bad_input_is_one_line(dsn: str, client: Client, args: list[str], message: str) -> None:
+    assert message in failed(run(dsn, "schedule", *args))
+    assert client.schedules() == []
 
 
 def test_database_without_pgq_is_one_line(fresh_db: str) -> None:
@@ -264,6 +492,8 @@ def test_console_script_exit_codes(dsn: str, client: Client) -> None:
         ["enqueue", "--dsn", dsn, "email", "{oops"],
         ["enqueue", "--dsn", dsn, "", "{}"],
         ["configure", "--dsn", dsn, "email", "--lease", "soon"],
+        ["schedule", "--dsn", dsn, "nightly", "0 0 32 * *", "report"],
+        ["status", "--dsn", dsn, "--since", "soon"],
     )
     for args in bad_input:
         done = script(*args)

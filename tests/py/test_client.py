@@ -9,19 +9,29 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from uuid import UUID
 
 import psycopg
 import pytest
 
 import pgq
-from pgq import Client, JobRow, QueueRow, WorkerRow
+from pgq import Client, JobRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
 
 @pytest.fixture
 def client(dsn: str) -> Iterator[Client]:
     with Client(dsn) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def _clean_schedules(request: pytest.FixtureRequest) -> Iterator[None]:
+    """conftest empties the queue after each test; the schedules are emptied here."""
+    yield
+    if "dsn" in request.fixturenames:
+        with psycopg.connect(request.getfixturevalue("dsn"), autocommit=True) as c:
+            c.execute("DELETE FROM pgq._schedules")
 
 
 def claim_one(conn: psycopg.Connection, entrypoint: str) -> tuple[UUID, int]:
@@ -148,15 +158,30 @@ def test_enqueue_from_threads_shares_the_pool(client: Client, dsn: str) -> None:
     assert count_jobs(dsn, "threads") == 200
 
 
-def test_enqueue_depends_on_when_the_schema_has_it(client: Client, conn: psycopg.Connection) -> None:
-    has_it = conn.execute(
-        "SELECT 'depends_on' = ANY (proargnames) FROM pg_proc WHERE oid = 'pgq.enqueue'::regproc"
-    ).fetchone()[0]
-    if not has_it:
-        pytest.skip("pgq.enqueue has no depends_on parameter in this schema yet")
+def test_enqueue_depends_on_waits_then_cascades_cancellation(client: Client) -> None:
     parent = client.enqueue("parent")
     child = client.enqueue("child", depends_on=[parent])
-    assert client.job_status(child) == "waiting"
+    grandchild = client.enqueue("grandchild", depends_on=child)  # one id is enough
+    assert [client.job_status(i) for i in (parent, child, grandchild)] == ["queued", "waiting", "waiting"]
+    assert [j.id for j in client.jobs(status="waiting")] == [child, grandchild]
+    assert client.cancel(parent) == 1
+    assert [client.job_status(i) for i in (child, grandchild)] == ["canceled", "canceled"]
+
+
+def test_enqueue_depends_on_finished_jobs(client: Client, conn: psycopg.Connection) -> None:
+    done = client.enqueue("step")
+    worker_id, _ = claim_one(conn, "step")
+    conn.execute("SELECT pgq.complete(worker_id => %s, job_ids => ARRAY[%s::bigint])", (worker_id, done))
+    assert client.job_status(client.enqueue("next", depends_on=[done])) == "queued"
+    canceled = client.enqueue("step")
+    client.cancel(canceled)
+    assert client.job_status(client.enqueue("next", depends_on=[done, canceled])) == "canceled"
+    with pytest.raises(
+        pgq.InvalidArgument, match=r"invalid argument depends_on: job 1000000000000 is unknown"
+    ):
+        client.enqueue("next", depends_on=[10**12])
+    with pytest.raises(pgq.InvalidArgument, match="invalid argument depends_on"):
+        client.enqueue("next", depends_on="12")
 
 
 # --- enqueue_batch -------------------------------------------------------------------------
@@ -282,8 +307,24 @@ def test_configure_out_of_range_raises_from_sql(client: Client) -> None:
         client.configure("cfg", lease=timedelta(milliseconds=10))
     assert isinstance(info.value.__cause__, psycopg.Error)
     assert info.value.__cause__.sqlstate == "PQ001"
-    with pytest.raises(pgq.InvalidArgument, match="rate"):
-        client.configure("cfg", rate=5)
+
+
+def test_configure_rate_sets_and_zero_removes(client: Client) -> None:
+    client.configure("rated", rate=5, concurrency=2)
+    assert client.queues()[0].rate == Decimal(5)
+    client.configure("rated", rate=Decimal("0.25"))
+    assert client.queues()[0].rate == Decimal("0.25")
+    client.configure("rated", rate=0.5)
+    assert client.queues()[0].rate == Decimal("0.5")
+    client.configure("rated", max_attempts=3)  # None leaves the rate alone
+    assert client.queues()[0].rate == Decimal("0.5")
+    client.configure("rated", rate=0)
+    [queue] = client.queues()
+    assert (queue.rate, queue.concurrency) == (None, 2)
+    for bad in (-1, Decimal("0.0001"), 2_000_000):
+        with pytest.raises(pgq.InvalidArgument, match="invalid argument rate"):
+            client.configure("rated", rate=bad)
+    assert client.queues()[0].rate is None
 
 
 def test_reap_requeues_jobs_of_silent_workers(client: Client, conn: psycopg.Connection) -> None:
@@ -299,6 +340,183 @@ def test_reap_requeues_jobs_of_silent_workers(client: Client, conn: psycopg.Conn
     assert (job.id, job.status, job.deliveries) == (job_id, "queued", 1)
     [worker] = client.workers()
     assert worker.state == "dead"
+
+
+# --- periodic jobs -------------------------------------------------------------------------
+
+
+def test_schedule_returns_the_next_run_and_lists_it(client: Client) -> None:
+    before = datetime.now(timezone.utc)
+    next_run = client.schedule("nightly", "30 2 * * *", "report", {"kind": "daily"})
+    assert next_run is not None and next_run.utcoffset() is not None
+    utc = next_run.astimezone(timezone.utc)
+    assert (utc.hour, utc.minute, utc.second) == (2, 30, 0)  # cron is UTC
+    assert before < next_run <= before + timedelta(days=1)
+    [row] = client.schedules()
+    assert isinstance(row, ScheduleRow)
+    assert (row.name, row.cron, row.entrypoint, row.payload) == (
+        "nightly",
+        "30 2 * * *",
+        "report",
+        {"kind": "daily"},
+    )
+    assert (row.last_run, row.next_run) == (None, next_run)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.cron = "* * * * *"  # type: ignore[misc]
+
+
+def test_schedule_replaces_and_unschedule_removes(client: Client) -> None:
+    client.schedule("b", "@hourly", "tick")
+    client.schedule("a", "*/5 * * * *", "tick", [1])
+    next_run = client.schedule("a", "0 0 * * mon", "tock")
+    assert [s.name for s in client.schedules()] == ["a", "b"]
+    a = client.schedules()[0]
+    assert (a.cron, a.entrypoint, a.payload, a.next_run) == ("0 0 * * mon", "tock", None, next_run)
+    assert next_run is not None and next_run.astimezone(timezone.utc).weekday() == 0
+    assert client.unschedule("a") is True
+    assert client.unschedule("a") is False
+    assert [s.name for s in client.schedules()] == ["b"]
+
+
+def test_schedule_joins_the_callers_transaction(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        client.schedule("tx", "@daily", "report", conn=conn)
+        assert [s.name for s in client.schedules(conn=conn)] == ["tx"]
+        conn.rollback()
+    assert client.schedules() == []
+
+
+def test_schedule_that_never_matches_has_no_next_run(client: Client) -> None:
+    assert client.schedule("feb31", "0 0 31 2 *", "report") is None
+    assert client.schedules()[0].next_run is None
+    assert client.run_schedules(datetime(2100, 1, 1, tzinfo=timezone.utc)) == 0
+
+
+def test_run_schedules_fires_once_per_schedule_and_minute(client: Client) -> None:
+    client.schedule("every-minute", "* * * * *", "tick", {"n": 1})
+    due = client.schedules()[0].next_run
+    assert due is not None
+    assert client.run_schedules() == 0  # not due yet
+    assert client.run_schedules(due - timedelta(seconds=1)) == 0
+    assert client.run_schedules(due) == 1
+    assert client.run_schedules(due) == 0  # that minute has fired
+    assert client.run_schedules(due + timedelta(seconds=30)) == 0
+    [job] = client.jobs(entrypoint="tick")
+    assert job.payload == {"n": 1}
+    assert job.headers == {"schedule": "every-minute", "fire_time": f"{due:%Y-%m-%dT%H:%MZ}"}
+    [row] = client.schedules()
+    assert (row.last_run, row.next_run) == (due, due + timedelta(minutes=1))
+
+
+def test_run_schedules_after_an_outage_fires_once(client: Client) -> None:
+    client.schedule("every-minute", "* * * * *", "tick")
+    due = client.schedules()[0].next_run
+    assert due is not None
+    assert client.run_schedules(due + timedelta(minutes=10)) == 1  # ten missed minutes, one job
+    assert client.run_schedules(due + timedelta(minutes=10)) == 0
+    [row] = client.schedules()
+    assert (row.last_run, row.next_run) == (due, due + timedelta(minutes=11))
+    assert len(client.jobs(entrypoint="tick")) == 1
+
+
+@pytest.mark.parametrize(
+    ("cron", "field"),
+    [
+        ("0 0 32 * *", "day-of-month"),
+        ("60 * * * *", "minute"),
+        ("* 24 * * *", "hour"),
+        ("* * * 13 *", "month"),
+        ("* * * * mon-funday", "day-of-week"),
+        ("*/0 * * * *", "minute"),
+    ],
+)
+def test_schedule_bad_cron_raises_invalid_cron_naming_the_field(
+    client: Client, cron: str, field: str
+) -> None:
+    with pytest.raises(pgq.InvalidCron, match=f"invalid cron expression: {field} field") as info:
+        client.schedule("bad", cron, "report")
+    assert isinstance(info.value, pgq.InvalidArgument)  # InvalidCron is an InvalidArgument
+    assert "hint:" in str(info.value)
+    assert client.schedules() == []
+
+
+@pytest.mark.parametrize(
+    ("cron", "message"), [("* * *", "has 3 fields, expected 5"), ("@often", "unknown macro")]
+)
+def test_schedule_bad_cron_shape(client: Client, cron: str, message: str) -> None:
+    with pytest.raises(pgq.InvalidCron, match=message):
+        client.schedule("bad", cron, "report")
+
+
+# --- statistics and retention --------------------------------------------------------------
+
+
+def finish(conn: psycopg.Connection, entrypoint: str, n: int) -> None:
+    """Enqueue, claim and complete n jobs of entrypoint."""
+    conn.execute(
+        "SELECT pgq.enqueue_batch(entrypoint => %s, payloads => array_fill('{}'::jsonb, ARRAY[%s]))",
+        (entrypoint, n),
+    )
+    worker_id = conn.execute(
+        "SELECT pgq.register_worker(name => 'stats', entrypoints => ARRAY[%s])", (entrypoint,)
+    ).fetchone()[0]
+    conn.execute(
+        "SELECT pgq.complete(worker_id => %(w)s,"
+        " job_ids => ARRAY(SELECT id FROM pgq.claim(worker_id => %(w)s, entrypoints => ARRAY[%(e)s],"
+        " batch_size => %(n)s)))",
+        {"w": worker_id, "e": entrypoint, "n": n},
+    )
+
+
+def log_outcome(conn: psycopg.Connection, entrypoint: str, age: str, outcome: str = "succeeded") -> None:
+    """An outcome that finished `age` ago (interval text), straight into the log."""
+    conn.execute(
+        "INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries,"
+        " enqueued_at, started_at, finished_at)"
+        " SELECT 0, %(e)s, %(o)s, 0, 0, 1, t - interval '3 seconds', t - interval '1 second', t"
+        " FROM (SELECT now() - %(age)s::interval AS t) AS f",
+        {"e": entrypoint, "o": outcome, "age": age},
+    )
+
+
+def test_stats_counts_rates_and_percentiles(client: Client, conn: psycopg.Connection) -> None:
+    assert client.stats() == []
+    finish(conn, "fast", 3)
+    make_dead(client, conn, "fast")
+    client.cancel(client.enqueue("fast"))
+    log_outcome(conn, "fast", "10 minutes")  # outside the default 5 minutes
+    [row] = client.stats()
+    assert isinstance(row, StatsRow)
+    assert (row.entrypoint, row.succeeded, row.failed, row.dead, row.canceled) == ("fast", 3, 1, 1, 1)
+    assert row.per_second == Decimal("0.010")  # 3 jobs / 300 s
+    for value in (row.wait_p50, row.wait_p95, row.wait_p99, row.run_p50, row.run_p95, row.run_p99):
+        assert value is not None and timedelta(0) <= value < timedelta(minutes=1)
+    [hour] = client.stats("1 hour")
+    assert (hour.succeeded, hour.per_second) == (4, Decimal("0.001"))
+    assert timedelta(seconds=1) < hour.wait_p99 <= timedelta(seconds=2)  # the logged job waited 2 s
+    [same] = client.stats(timedelta(hours=1))
+    assert same == hour
+
+
+def test_stats_without_successes_has_no_percentiles(client: Client) -> None:
+    client.cancel(client.enqueue("nothing-done"))
+    [row] = client.stats()
+    assert (row.succeeded, row.canceled, row.per_second) == (0, 1, 0)
+    assert (row.wait_p50, row.run_p99) == (None, None)
+
+
+def test_prune_applies_retention_per_entrypoint(client: Client, conn: psycopg.Connection) -> None:
+    client.configure("short", retention="30 minutes")
+    log_outcome(conn, "default", "8 days")  # past the default 7 days
+    log_outcome(conn, "default", "1 hour")
+    log_outcome(conn, "short", "1 hour")
+    log_outcome(conn, "short", "1 minute")
+    assert client.prune() == 2
+    kept = conn.execute(
+        "SELECT entrypoint, finished_at > now() - interval '2 hours' FROM pgq.outcomes"
+    ).fetchall()
+    assert sorted(kept) == [("default", True), ("short", True)]
+    assert client.prune() == 0
 
 
 # --- views ---------------------------------------------------------------------------------
@@ -357,6 +575,15 @@ def test_jobs_filters_and_limit(client: Client, conn: psycopg.Connection) -> Non
         (lambda c: c.job_status(None), "job_id"),
         (lambda c: c.pause(" "), "entrypoint"),
         (lambda c: c.configure("x", max_attempts=5000), "max_attempts"),
+        (lambda c: c.configure("x", rate=-1), "rate"),
+        (lambda c: c.schedule("", "* * * * *", "x"), "name"),
+        (lambda c: c.schedule("n", "* * * * *", ""), "entrypoint"),
+        (lambda c: c.unschedule(None), "name"),
+        (lambda c: c.run_schedules(datetime.now()), "now"),
+        (lambda c: c.run_schedules("2030-01-01"), "now"),
+        (lambda c: c.stats("soon"), "since"),
+        (lambda c: c.stats(timedelta(0)), "since"),
+        (lambda c: c.stats("32 days"), "since"),
     ],
 )
 def test_invalid_arguments_raise_invalid_argument_naming_it(

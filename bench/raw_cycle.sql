@@ -1,0 +1,34 @@
+-- pgbench script: one claim -> complete cycle of a worker, as plain SQL, in the two
+-- transactions pgq uses (claim commits, then completion commits). :batch is set with
+-- `pgbench -D batch=N`; :client_id is pgbench's own. Run with -M prepared, so :ids is
+-- sent as a parameter.
+WITH candidates AS (
+    SELECT j.id
+    FROM raw_jobs AS j
+    WHERE j.entrypoint = 'bench' AND j.status = 'queued' AND j.run_at <= now()
+    ORDER BY j.priority DESC, j.run_at, j.id
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE raw_jobs AS j
+    SET status = 'running', worker_id = md5(:client_id::text)::uuid,
+        deliveries = j.deliveries + 1, started_at = now()
+    FROM candidates AS c
+    WHERE j.id = c.id
+    RETURNING j.id
+)
+SELECT coalesce(array_agg(id)::text, '{}') AS ids FROM claimed \gset
+WITH done AS (
+    DELETE FROM raw_jobs AS j
+    WHERE j.id = ANY (:ids::bigint[]) AND j.worker_id = md5(:client_id::text)::uuid
+      AND j.status = 'running'
+    RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at,
+              j.started_at, j.worker_id
+)
+INSERT INTO raw_outcomes (
+    job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id
+)
+SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
+       d.started_at, d.worker_id
+FROM done AS d;

@@ -1,0 +1,325 @@
+"""`pgq bench` scenarios for pgq itself: raw limit, drain, enqueue, latency, backlog, held xmin."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from .bench_app import ENTRYPOINT
+from .bench_db import (
+    BenchError,
+    Probes,
+    Processes,
+    Server,
+    bench_dir,
+    execute,
+    measure_drain,
+    note,
+    pgbench,
+    progress,
+    settle,
+    wait_for,
+)
+from .client import Client
+
+PAYLOAD = '{"n": 1}'
+
+PGQ_PROBES = Probes(
+    started=(
+        "SELECT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.status = 'running')"
+        " OR EXISTS (SELECT 1 FROM pgq._outcomes AS o)"
+    ),
+    busy=(
+        f"SELECT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint = '{ENTRYPOINT}'"
+        " AND j.status = 'queued')"
+        f" OR EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint = '{ENTRYPOINT}'"
+        " AND j.status = 'running')"
+    ),
+    finished=(
+        "SELECT count(*), min(o.started_at), max(o.finished_at) FROM pgq.outcomes AS o"
+        f" WHERE o.entrypoint = '{ENTRYPOINT}' AND o.outcome = 'succeeded'"
+    ),
+    completed=(
+        "SELECT sum(s.n_tup_ins) FROM pg_stat_user_tables AS s"
+        " JOIN pg_inherits AS i ON i.inhrelid = s.relid WHERE i.inhparent = 'pgq._outcomes'::regclass"
+    ),
+)
+
+
+def worker_argv(dsn: str, concurrency: int, batch_size: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "pgq", "worker", "pgq.bench_app:worker", "--dsn", dsn),
+        *("--concurrency", str(concurrency), "--batch-size", str(batch_size)),
+    ]
+
+
+# --- 1. the raw limit -------------------------------------------------------------------
+
+
+def raw_limit(
+    server: Server, *, jobs: int, seconds: int, batch_size: int, clients: int = 2
+) -> dict[str, Any]:
+    """pgq's claim -> complete cycle as plain SQL under pgbench; rows/s over the busy span."""
+    with server.database("raw", pgq=False) as dsn:
+        execute(dsn, (bench_dir() / "raw_setup.sql").read_text())
+        fill_in_chunks(
+            dsn,
+            jobs,
+            "INSERT INTO raw_jobs (entrypoint, payload)"
+            f" SELECT '{ENTRYPOINT}', '{PAYLOAD}'::jsonb FROM generate_series(%s::bigint, %s::bigint)",
+            "raw: filling",
+        )
+        settle(dsn, "raw_jobs")
+        note(f"raw: pgbench, {clients} clients, batch {batch_size}, up to {seconds} s")
+        run = pgbench(
+            dsn,
+            bench_dir() / "raw_cycle.sql",
+            clients=clients,
+            seconds=seconds,
+            defines={"batch": batch_size},
+            log=server.log_dir / "raw-pgbench.log",
+        )
+        count, start, end, left = execute(
+            dsn,
+            "SELECT count(*), min(started_at), max(finished_at), (SELECT count(*) FROM raw_jobs)"
+            " FROM raw_outcomes",
+        )[0]
+    span = (end - start).total_seconds()
+    return {
+        "rows": count,
+        "seconds": round(span, 3),
+        "rows_per_s": round(count / span, 1),
+        "left": left,
+        "clients": clients,
+        "batch_size": batch_size,
+        "pgbench_tps": run["tps"],
+    }
+
+
+def fill_in_chunks(dsn: str, jobs: int, statement: str, label: str, chunk: int = 100_000) -> None:
+    """Run `statement` with (first, last) of consecutive ranges, one transaction each."""
+    with psycopg.connect(dsn, autocommit=True) as conn, progress(jobs, label) as bar:
+        for lo in range(0, jobs, chunk):
+            hi = min(lo + chunk, jobs)
+            conn.execute(statement, (lo, hi - 1))
+            bar.update(hi - lo)
+
+
+def enqueue_jobs(dsn: str, jobs: int, label: str) -> None:
+    """N jobs through pgq.enqueue_batch, 10000 per call."""
+    with psycopg.connect(dsn, autocommit=True) as conn, progress(jobs, label) as bar:
+        for lo in range(0, jobs, 10_000):
+            size = min(10_000, jobs - lo)
+            conn.execute(
+                "SELECT count(*) FROM pgq.enqueue_batch(%s::text, array_fill(%s::jsonb, ARRAY[%s::int]))",
+                (ENTRYPOINT, PAYLOAD, size),
+            )
+            bar.update(size)
+
+
+# --- 2, 5, 6. drains ----------------------------------------------------------------------
+
+
+def _ready(dsn: str, procs: Processes, workers: int) -> Callable[[], bool]:
+    def check() -> bool:
+        procs.check_alive()
+        registered, listening = execute(
+            dsn,
+            "SELECT (SELECT count(*) FROM pgq.workers WHERE state = 'alive'),"
+            " (SELECT count(*) FROM pg_stat_activity"
+            "  WHERE datname = current_database() AND query = 'LISTEN pgq')",
+        )[0]
+        return registered >= workers and listening >= workers
+
+    return check
+
+
+def drain(
+    server: Server,
+    name: str,
+    *,
+    fill: Callable[[str], None],
+    jobs: int,
+    workers: int,
+    concurrency: int,
+    batch_size: int,
+    timeout: float,
+    hold_xmin: bool = False,
+) -> dict[str, Any]:
+    """Drain `jobs` jobs of the bench entrypoint with `workers` pgq worker processes.
+
+    The entrypoint is paused while the workers start and resumed when all of them listen,
+    so the clock starts with every worker ready. With hold_xmin, a REPEATABLE READ
+    transaction holds its snapshot from before the first claim until the end.
+    """
+    with server.database(name) as dsn:
+        fill(dsn)
+        settle(dsn, "pgq._jobs")
+        execute(dsn, f"SELECT pgq.pause('{ENTRYPOINT}')")
+        holder = None
+        if hold_xmin:
+            holder = psycopg.connect(dsn)
+            holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            holder.execute("SELECT 1")
+        try:
+            with Processes(server.log_dir, name) as procs:
+                procs.start(worker_argv(dsn, concurrency, batch_size), count=workers)
+                wait_for(f"{workers} pgq workers", _ready(dsn, procs, workers), timeout=60)
+                result = measure_drain(
+                    dsn,
+                    jobs,
+                    PGQ_PROBES,
+                    procs,
+                    release=lambda: execute(dsn, f"SELECT pgq.resume('{ENTRYPOINT}')"),
+                    timeout=timeout,
+                    label=f"{name}: draining",
+                )
+                if not result["timed_out"]:
+                    left = execute(
+                        dsn,
+                        "SELECT coalesce(sum(queued + running), 0) FROM pgq.queues WHERE entrypoint = %s",
+                        params=(ENTRYPOINT,),
+                    )[0][0]
+                    if left:
+                        raise BenchError(f"{name}: pgq.queues still shows {left} jobs queued or running")
+        finally:
+            if holder is not None:
+                holder.close()
+    if result["jobs"] < jobs and not result["timed_out"]:
+        raise BenchError(f"{name}: {result['jobs']} of {jobs} jobs completed")
+    return {**result, "workers": workers, "concurrency": concurrency, "batch_size": batch_size}
+
+
+def backlog_fill(size: int, sample: int) -> Callable[[str], None]:
+    """`size` queued jobs spread over size/sample entrypoints, interleaved in the heap;
+    `sample` of them belong to the bench entrypoint. One INSERT ... SELECT per 100k rows."""
+    spread = max(1, size // sample)
+
+    def fill(dsn: str) -> None:
+        fill_in_chunks(
+            dsn,
+            size,
+            "INSERT INTO pgq._jobs (entrypoint, payload)"
+            f" SELECT CASE WHEN i %% {spread} = 0 THEN '{ENTRYPOINT}'"
+            f" ELSE '{ENTRYPOINT}_' || (i %% {spread}) END,"
+            f" '{PAYLOAD}'::jsonb FROM generate_series(%s::bigint, %s::bigint) AS i",
+            f"backlog {size}: loading",
+        )
+
+    return fill
+
+
+# --- 3. enqueue ---------------------------------------------------------------------------
+
+
+def enqueue(server: Server, *, seconds: int) -> dict[str, Any]:
+    """Enqueue rates: pgbench (SQL alone) and pgq.Client (the Python client), jobs/s."""
+    scripts = bench_dir()
+    runs: dict[str, Any] = {}
+    cases = [
+        ("single_1conn", "pgq_enqueue.sql", 1, 1),
+        ("single_8conn", "pgq_enqueue.sql", 8, 1),
+        ("batch1000_1conn", "pgq_enqueue_batch.sql", 1, 1000),
+    ]
+    with server.database("enqueue") as dsn:
+        for key, script, clients, per_call in cases:
+            execute(dsn, "TRUNCATE pgq._jobs CASCADE", "CHECKPOINT")
+            note(f"enqueue: pgbench {script}, {clients} connection(s), {seconds} s")
+            run = pgbench(
+                dsn,
+                scripts / script,
+                clients=clients,
+                seconds=seconds,
+                log=server.log_dir / f"enqueue-{key}.log",
+            )
+            runs[f"pgbench_{key}"] = round(run["tps"] * per_call, 1)
+        for key, _, clients, per_call in cases:
+            execute(dsn, "TRUNCATE pgq._jobs CASCADE", "CHECKPOINT")
+            note(f"enqueue: pgq.Client, {key}, {seconds} s")
+            runs[f"client_{key}"] = client_enqueue(dsn, clients=clients, per_call=per_call, seconds=seconds)
+    return runs
+
+
+def client_enqueue(dsn: str, *, clients: int, per_call: int, seconds: float) -> float:
+    """jobs/s through pgq.Client.enqueue (per_call 1) or enqueue_batch, one thread a connection."""
+    counts = [0] * clients
+    payloads = [{"n": 1}] * per_call
+    with Client(dsn, min_size=clients, max_size=clients) as client:
+        client.enqueue(ENTRYPOINT, {"n": 0})  # open the pool before the clock starts
+        stop = time.monotonic() + seconds
+
+        def loop(slot: int) -> None:
+            while time.monotonic() < stop:
+                if per_call == 1:
+                    client.enqueue(ENTRYPOINT, {"n": 1})
+                else:
+                    client.enqueue_batch(ENTRYPOINT, payloads)
+                counts[slot] += per_call
+
+        start = time.monotonic()
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(seconds + 60)
+        elapsed = time.monotonic() - start
+    return round(sum(counts) / elapsed, 1)
+
+
+# --- 4. latency ---------------------------------------------------------------------------
+
+
+def latency(server: Server, *, seconds: int, rate: float) -> dict[str, Any]:
+    """One idle worker; jobs enqueued one per transaction at `rate`/s; commit -> handler start."""
+    ledger = server.log_dir / "latency-ledger.txt"
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    ledger.write_text("")
+    committed: dict[int, float] = {}
+    with server.database("latency") as dsn, Processes(server.log_dir, "latency") as procs:
+        procs.start(worker_argv(dsn, 200, 100), env={"PGQ_BENCH_LEDGER": str(ledger)})
+        wait_for("the pgq worker", _ready(dsn, procs, 1), timeout=60)
+        time.sleep(0.5)  # idle: past its first empty claim
+        total = max(1, int(seconds * rate))
+        with Client(dsn, min_size=1, max_size=1) as client, progress(total, "latency: enqueuing") as bar:
+            client.job_status(0)  # connect before the clock starts
+            start = time.monotonic()
+            for i in range(total):
+                pause = start + i / rate - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+                job_id = client.enqueue(ENTRYPOINT, {"n": i})
+                committed[job_id] = time.time()
+                bar.update(1)
+        wait_for("the handlers", lambda: len(_read_ledger(ledger)) >= total, timeout=30, interval=0.1)
+    return latency_summary(committed, _read_ledger(ledger), rate)
+
+
+def _read_ledger(path: Path) -> dict[int, float]:
+    started: dict[int, float] = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            started.setdefault(int(parts[0]), float(parts[1]))
+    return started
+
+
+def latency_summary(committed: dict[int, float], started: dict[int, float], rate: float) -> dict[str, Any]:
+    """p50/p99/max of handler start minus commit, in ms (shared by pgq and the peer)."""
+    samples = sorted((started[i] - t) * 1000 for i, t in committed.items() if i in started)
+    if not samples:
+        raise BenchError("latency: no handler ran")
+    cuts = statistics.quantiles(samples, n=100, method="inclusive") if len(samples) > 1 else samples * 99
+    return {
+        "samples": len(samples),
+        "rate": rate,
+        "p50_ms": round(cuts[49], 2),
+        "p99_ms": round(cuts[98], 2),
+        "max_ms": round(samples[-1], 2),
+    }

@@ -1,0 +1,200 @@
+"""`pgq bench` output: the aligned results table and the project's targets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def _get(tree: dict[str, Any], *path: str) -> Any:
+    node: Any = tree
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+        return round(a / b, 3)
+    return None
+
+
+def _rate(value: Any, unit: str = "jobs/s") -> str:
+    return f"{value:,.0f} {unit}" if isinstance(value, (int, float)) else "-"
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _size(n: int) -> str:
+    return (
+        f"{n // 1_000_000}M"
+        if n >= 1_000_000 and n % 1_000_000 == 0
+        else (f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n))
+    )
+
+
+def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target the project set, with the measured value and whether it is met."""
+    drain = _get(s, "drain", "jobs_per_s")
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, value: float | None, ok: bool | None, shown: str) -> None:
+        out.append(
+            {"target": name, "value": value, "met": ok, "shown": shown if value is not None else "n/a"}
+        )
+
+    r = _ratio(drain, _get(s, "peer", "drain", "jobs_per_s"))
+    add("drain >= 3x PgQueuer", r, r is not None and r >= 3, _x(r))
+    r = _ratio(drain, _get(s, "raw", "rows_per_s"))
+    add("drain >= 60% of the raw limit", r, r is not None and r >= 0.6, f"{(r or 0) * 100:.0f}%")
+    for conns in ("1conn", "8conn"):
+        r = _ratio(
+            _get(s, "enqueue", f"client_single_{conns}"), _get(s, "peer", "enqueue", f"client_single_{conns}")
+        )
+        add(f"single enqueue ({conns}) >= PgQueuer", r, r is not None and r >= 1, _x(r))
+    r = _ratio(
+        _get(s, "enqueue", "client_batch1000_1conn"), _get(s, "peer", "enqueue", "client_batch1000_1conn")
+    )
+    add("batch enqueue >= 1.5x PgQueuer", r, r is not None and r >= 1.5, _x(r))
+    p50, p99 = _get(s, "latency", "p50_ms"), _get(s, "latency", "p99_ms")
+    add("latency p50 < 5 ms", p50, p50 is not None and p50 < 5, f"{p50} ms")
+    add("latency p99 < 50 ms", p99, p99 is not None and p99 < 50, f"{p99} ms")
+    runs = _get(s, "backlog", "runs") or {}
+    if runs:
+        largest = max(runs, key=int)
+        r = runs[largest].get("ratio_to_smallest")
+        add(
+            f"{_size(int(largest))} backlog drain >= 80% of the smallest",
+            r,
+            r is not None and r >= 0.8,
+            f"{(r or 0) * 100:.0f}%",
+        )
+    r = _ratio(_get(s, "xmin", "jobs_per_s"), drain)
+    add("held-xmin drain >= 50% of clean", r, r is not None and r >= 0.5, f"{(r or 0) * 100:.0f}%")
+    return out
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [
+            c.ljust(w) if i == 0 or i == len(row) - 1 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def render(results: dict[str, Any]) -> str:
+    s = results["scenarios"]
+    p = results["parameters"]
+    pg = results["machine"]["postgres"]
+    peer_version = _get(s, "peer", "version")
+    lines = [
+        f"PostgreSQL {pg['server_version']}: fsync={pg['fsync']},"
+        f" synchronous_commit={pg['synchronous_commit']},"
+        f" shared_buffers={pg['shared_buffers']}; {results['machine']['cores']} cores",
+        f"N={p['jobs']:,} jobs, W={p['workers']} worker processes x concurrency {p['concurrency']},"
+        f" batch size {p['batch_size']}; timed runs {p['seconds']} s;"
+        f" latency at {p['latency_rate']:.0f} jobs/s"
+        + (f"; PgQueuer {peer_version}" if peer_version else ""),
+        "",
+    ]
+    rows = [["scenario", "pgq", "PgQueuer", "pgq/PgQueuer", "note"]]
+    raw = _get(s, "raw", "rows_per_s")
+    drain = _get(s, "drain", "jobs_per_s")
+    rows.append(
+        [
+            f"raw limit: claim+complete as plain SQL (pgbench, {_get(s, 'raw', 'clients') or 2} clients)",
+            _rate(raw, "rows/s"),
+            "",
+            "",
+            f"the ceiling; batch {_get(s, 'raw', 'batch_size') or '-'}",
+        ]
+    )
+    pd = _get(s, "peer", "drain") or {}
+    peer_cfg = (
+        f"; PgQueuer best of {len(pd.get('trials', []))}: {pd['processes']} proc x {pd['managers']} managers,"
+        f" batch {pd['batch_size']}"
+        if pd.get("processes")
+        else ""
+    )
+    rows.append(
+        [
+            f"drain {_size(p['jobs'])} no-op jobs",
+            _rate(drain),
+            _rate(pd.get("jobs_per_s")),
+            _x(_ratio(drain, pd.get("jobs_per_s"))),
+            f"pgq/raw {_x(_ratio(drain, raw))}{peer_cfg}",
+        ]
+    )
+    for key, label in [
+        ("single_1conn", "enqueue, 1 job/transaction, 1 connection"),
+        ("single_8conn", "enqueue, 1 job/transaction, 8 connections"),
+        ("batch1000_1conn", "enqueue_batch, 1000 jobs/statement, 1 connection"),
+    ]:
+        mine, theirs = _get(s, "enqueue", f"client_{key}"), _get(s, "peer", "enqueue", f"client_{key}")
+        rows.append(
+            [
+                label + " (Python client)",
+                _rate(mine),
+                _rate(theirs),
+                _x(_ratio(mine, theirs)),
+                f"pgq via pgbench: {_rate(_get(s, 'enqueue', f'pgbench_{key}'))}",
+            ]
+        )
+    lat, plat = s.get("latency") or {}, _get(s, "peer", "latency") or {}
+
+    def ms(d: dict[str, Any]) -> str:
+        return f"{d['p50_ms']:.1f} / {d['p99_ms']:.1f} ms" if "p50_ms" in d else "-"
+
+    rows.append(
+        [
+            "latency commit -> handler start, p50 / p99",
+            ms(lat),
+            ms(plat),
+            "",
+            f"{lat.get('samples', 0)} jobs, 1 idle worker; max {lat.get('max_ms', '-')} ms",
+        ]
+    )
+    runs = _get(s, "backlog", "runs") or {}
+    sample = _get(s, "backlog", "sample") or 0
+    for size, r in sorted(runs.items(), key=lambda kv: int(kv[0])):
+        rows.append(
+            [
+                f"drain {_size(sample)} of {_size(int(size))} queued ({r['entrypoints']} entrypoints)",
+                _rate(r["jobs_per_s"]),
+                "",
+                "",
+                f"{_x(r['ratio_to_smallest'])} of the {_size(sample)} rate",
+            ]
+        )
+    xmin = _get(s, "xmin", "jobs_per_s")
+    rows.append(
+        [
+            f"drain {_size(p['jobs'])} with a REPEATABLE READ snapshot held",
+            _rate(xmin),
+            "",
+            "",
+            f"{_x(_ratio(xmin, drain))} of the clean drain",
+        ]
+    )
+    lines += _table(rows)
+    problems = [f"{name}: {v['error']}" for name, v in s.items() if isinstance(v, dict) and "error" in v]
+    skipped = [f"{name}: {v['skipped']}" for name, v in s.items() if isinstance(v, dict) and "skipped" in v]
+    if skipped:
+        lines += ["", "skipped: " + "; ".join(skipped)]
+    if problems:
+        lines += ["", "errors:"] + [f"  {p}" for p in problems]
+    lines += ["", "targets:"]
+    for t in results.get("targets", []):
+        mark = "n/a " if t["value"] is None else ("met " if t["met"] else "MISS")
+        lines.append(f"  [{mark}] {t['target']}: {t['shown']}")
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""What the `pgq` commands share: the --dsn option, error handling, and plain-text output
+(durations, times, aligned tables) that stays readable when piped."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import click
+import psycopg
+from rich import box
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from .client import Client
+from .errors import PgqError
+
+dsn_option = click.option(
+    "--dsn",
+    envvar="PGQ_DSN",
+    default=None,
+    help="libpq connection string (default: $PGQ_DSN, then PG* variables).",
+)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """One clear line and a non-zero exit on failure; the traceback only with --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (PgqError, psycopg.Error, ValueError, FileNotFoundError) as exc:
+            if click.get_current_context().find_root().params.get("debug"):
+                raise
+            click.echo(f"error: {one_line(exc)}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line: a database error's primary message and hint, without the
+    LINE/caret context psycopg appends."""
+    text = str(exc)
+    if isinstance(exc, psycopg.Error) and exc.diag.message_primary:
+        text = exc.diag.message_primary
+        if exc.diag.message_hint:
+            text = f"{text} (hint: {exc.diag.message_hint})"
+    return " ".join(text.split())
+
+
+def make_client(dsn: str | None) -> Client:
+    return Client(dsn, min_size=1, max_size=1)
+
+
+# --- values --------------------------------------------------------------------------------
+
+
+def duration(td: timedelta | None) -> str:
+    """A short human duration: 4.2s, 3m05s, 2h10m00s, 7d00h00m."""
+    if td is None:
+        return "-"
+    secs = td.total_seconds()
+    if secs < 0:
+        return "-" + duration(-td)
+    if secs < 60:
+        return f"{secs:.0f}s" if secs == int(secs) or secs >= 10 else f"{secs:.1f}s"
+    minutes, sec = divmod(int(secs), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h{minutes:02d}m"
+    if hours:
+        return f"{hours}h{minutes:02d}m{sec:02d}s"
+    return f"{minutes}m{sec:02d}s"
+
+
+def latency(td: timedelta | None) -> str:
+    """A duration with sub-second precision, for percentiles: 0.42ms, 37ms, 1.25s, 3m05s."""
+    if td is None:
+        return "-"
+    secs = td.total_seconds()
+    if secs < 0.01:
+        return f"{secs * 1000:.2f}ms"
+    if secs < 1:
+        return f"{secs * 1000:.0f}ms"
+    if secs < 60:
+        return f"{secs:.2f}s"
+    return duration(td)
+
+
+def number(value: Decimal | float | None) -> str:
+    """A decimal without trailing zeros: 12, 0.5, 0.333."""
+    if value is None:
+        return "-"
+    text = f"{Decimal(value):.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def per_second(value: Decimal | None) -> str | None:
+    """A rate limit: 5/s; None for no limit."""
+    return None if value is None else f"{number(value)}/s"
+
+
+def relative(when: datetime | None) -> str:
+    if when is None:
+        return "-"
+    delta = when - datetime.now(timezone.utc)
+    if abs(delta) < timedelta(seconds=1):
+        return "now"
+    return f"in {duration(delta)}" if delta > timedelta(0) else f"{duration(-delta)} ago"
+
+
+def utc(when: datetime | None) -> str:
+    """A time in UTC to the minute, the resolution of cron: 2030-01-31 09:00Z."""
+    if when is None:
+        return "-"
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+
+
+def short(text: str | None, width: int = 60) -> str | None:
+    if text is None:
+        return None
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def plural(n: int, noun: str = "job") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, timedelta):
+        return duration(value)
+    return str(value)
+
+
+# --- tables --------------------------------------------------------------------------------
+
+
+def build_table(
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    right: Collection[str] = (),
+) -> RenderableType:
+    """An aligned table, or "TITLE: none". Integer columns and those named in `right` are
+    right-aligned. Cells are plain text, never markup."""
+    if not rows:
+        return Text(f"{title}: none")
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    for i, header in enumerate(headers):
+        values = [row[i] for row in rows if row[i] is not None]
+        numeric = header in right or (bool(values) and all(type(v) is int for v in values))
+        table.add_column(header, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*(Text(cell(value)) for value in row))
+    return table
+
+
+def show(renderable: RenderableType) -> None:
+    """Print to a terminal as rich does; piped or captured, without wrapping at 80 columns
+    and without trailing blanks."""
+    console = Console()
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    console = Console(width=10000, no_color=True)
+    with console.capture() as captured:
+        console.print(renderable)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
+
+def print_table(
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    right: Collection[str] = (),
+) -> None:
+    show(build_table(title, headers, rows, right))
+
+
+# --- input ---------------------------------------------------------------------------------
+
+
+def parse_payload(text: str | None) -> Any:
+    """PAYLOAD_JSON: JSON text, '-' for stdin, or None (no payload)."""
+    if text is None:
+        return None
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"PAYLOAD_JSON is not valid JSON: {exc}") from None

@@ -1,0 +1,114 @@
+"""The rows pgq.Client returns: frozen dataclasses, one per view or table function.
+
+Each dataclass's fields are the columns the client selects, by name, so the views may gain
+columns without breaking older clients. pgq.client and pgq re-export them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+__all__ = ["JobRow", "QueueRow", "ScheduleRow", "StatsRow", "WorkerRow"]
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """A row of the pgq.queues view: job counts, pause state and effective settings."""
+
+    entrypoint: str
+    queued: int
+    scheduled: int
+    waiting: int
+    running: int
+    dead: int
+    oldest_queued_age: timedelta | None
+    paused: bool
+    concurrency: int | None
+    rate: Decimal | None
+    max_attempts: int
+    lease: timedelta
+    timeout: timedelta
+    backoff_base: timedelta
+    backoff_max: timedelta
+    retention: timedelta
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A row of the pgq.workers view. state: alive, dead (reaped) or stopped."""
+
+    id: UUID
+    name: str
+    entrypoints: list[str]
+    state: str
+    registered_at: datetime
+    heartbeat_at: datetime
+    heartbeat_age: timedelta
+    stopped_at: datetime | None
+    jobs_held: int
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A row of the pgq.jobs view: a live job (queued, waiting, running or dead)."""
+
+    id: int
+    entrypoint: str
+    status: str
+    priority: int
+    run_at: datetime
+    attempt: int
+    deliveries: int
+    max_attempts: int
+    enqueued_at: datetime
+    started_at: datetime | None
+    worker_id: UUID | None
+    cancel_requested: bool
+    dedupe_key: str | None
+    last_error: str | None
+    payload: Any
+    headers: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """A row of the pgq.schedules view: a periodic job (cron in UTC).
+
+    last_run: the fire time of the last job it enqueued (None before the first);
+    next_run: None when the cron expression matches no date (e.g. '0 0 31 2 *').
+    """
+
+    name: str
+    cron: str
+    entrypoint: str
+    payload: Any
+    last_run: datetime | None
+    next_run: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class StatsRow:
+    """A row of pgq.stats(since): one entrypoint's outcomes over the window.
+
+    succeeded, failed (failed attempts), dead (failures that left a job dead), canceled;
+    per_second: succeeded per second of the window; wait (started - enqueued) and run
+    (finished - started) percentiles of the succeeded jobs, None when none succeeded.
+    """
+
+    entrypoint: str
+    succeeded: int
+    failed: int
+    dead: int
+    canceled: int
+    per_second: Decimal
+    wait_p50: timedelta | None
+    wait_p95: timedelta | None
+    wait_p99: timedelta | None
+    run_p50: timedelta | None
+    run_p95: timedelta | None
+    run_p99: timedelta | None
