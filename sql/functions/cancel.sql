@@ -3,7 +3,8 @@
 -- worker learns it from its next heartbeat and stops the handler; the job then ends
 -- canceled (if the handler still finishes, it ends succeeded). Unknown or finished ids
 -- are ignored. Jobs waiting for a canceled job (depends_on) are canceled too.
--- Returns the number of jobs canceled or marked for cancellation. Raises PQ001.
+-- Returns the number of jobs canceled or marked for cancellation (not counting the
+-- dependents canceled with them). Raises PQ001.
 CREATE OR REPLACE FUNCTION pgq.cancel(job_ids bigint[])
 RETURNS integer
 LANGUAGE plpgsql

@@ -81,7 +81,7 @@ BEGIN
                 coalesce(v_queue.rate_tokens, v_bucket)
                 + v_queue.rate * extract(EPOCH FROM v_now - coalesce(v_queue.rate_refilled_at, v_now))
             );
-            v_allow := least(v_allow, floor(v_bucket)::integer);
+            v_allow := least(v_allow, greatest(floor(v_bucket), 0)::integer);
             v_rated := v_rated || v_queue.entrypoint;
             v_tokens := v_tokens || v_bucket;
         END IF;
@@ -125,21 +125,18 @@ BEGIN
         WHERE j.id = c.id
         RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
                   j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout
+    ),
+    -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
+    -- refilling from its last spend).
+    spent AS (
+        UPDATE pgq._queues AS q
+        SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = v_now
+        FROM unnest(v_rated, v_tokens) AS t (ep, tokens)
+        JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
+            ON n.entrypoint = t.ep
+        WHERE q.entrypoint = t.ep
     )
     SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
-
-    -- Spend the tokens of what was claimed: this transaction's claims have started_at = now().
-    IF cardinality(v_rated) > 0 THEN
-        UPDATE pgq._queues AS q
-        SET rate_tokens = t.tokens - (
-                SELECT count(*) FROM pgq._jobs AS j
-                WHERE j.entrypoint = q.entrypoint AND j.status = 'running'
-                  AND j.worker_id = claim.worker_id AND j.started_at = now()
-            ),
-            rate_refilled_at = v_now
-        FROM unnest(v_rated, v_tokens) AS t (ep, tokens)
-        WHERE q.entrypoint = t.ep;
-    END IF;
 END
 $$;
 

@@ -33,6 +33,13 @@ BEGIN
     IF depends_on IS NOT NULL THEN
         SELECT d.waits_for, d.failed INTO v_waits_for, v_failed FROM pgq._dependencies(depends_on) AS d;
         IF v_failed IS NOT NULL THEN
+            -- A live job with the dedupe key stands for this one.
+            SELECT j.id INTO v_id
+            FROM pgq._jobs AS j
+            WHERE j.entrypoint = enqueue.entrypoint AND j.dedupe_key = enqueue.dedupe_key AND j.status <> 'dead';
+            IF v_id IS NOT NULL THEN
+                RETURN v_id;
+            END IF;
             -- Nothing to wait for: the job is born canceled, and says why.
             v_id := nextval(pg_get_serial_sequence('pgq._jobs', 'id'));
             INSERT INTO pgq._outcomes (

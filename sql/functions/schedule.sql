@@ -4,7 +4,8 @@
 -- `entrypoint` with `payload`, by pgq.run_schedules (pg_cron and the workers' sweep).
 -- The schedule is a row in this database, so it works whatever database pg_cron lives in.
 --   SELECT pgq.schedule('nightly-report', '30 2 * * *', 'send_report', '{"kind": "daily"}');
--- Replacing a schedule keeps its last run. Returns the next run time.
+-- Replacing a schedule keeps its last run, and its next run too when the cron text is the
+-- same (re-declaring schedules at every deploy skips no due run). Returns the next run.
 -- Raises PQ001 for an invalid name or entrypoint, PQ006 for an invalid cron expression or
 -- one that matches no date (such as '0 0 31 2 *').
 CREATE OR REPLACE FUNCTION pgq.schedule(name text, cron text, entrypoint text, payload jsonb DEFAULT NULL)
@@ -35,7 +36,8 @@ BEGIN
     SET cron = excluded.cron,
         entrypoint = excluded.entrypoint,
         payload = excluded.payload,
-        next_run = excluded.next_run;
+        next_run = CASE WHEN s.cron = excluded.cron THEN s.next_run ELSE excluded.next_run END
+    RETURNING s.next_run INTO v_next;
     RETURN v_next;
 END
 $$;

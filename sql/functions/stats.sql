@@ -6,7 +6,7 @@
 -- 95th and 99th percentiles. The log's BRIN index on finished_at limits the scan to the
 -- window, so it is cheap to call every second.
 --   SELECT * FROM pgq.stats('1 hour');
--- Raises PQ001 for a NULL, negative or over-31-day `since`.
+-- Raises PQ001 for a NULL `since`, or one under 1 second or over 31 days.
 CREATE OR REPLACE FUNCTION pgq.stats(since interval DEFAULT '5 minutes')
 RETURNS TABLE (
     entrypoint text,
@@ -29,7 +29,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF since IS NULL OR since <= interval '0' OR since > interval '31 days' THEN
+    IF since IS NULL OR since < interval '1 second' OR since > interval '31 days' THEN
         PERFORM pgq._invalid('since', format('%s is out of range', coalesce(since::text, 'NULL')),
             'Use an interval from 1 second to 31 days, e.g. ''5 minutes''.');
     END IF;

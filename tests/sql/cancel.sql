@@ -1,8 +1,9 @@
--- pgq.cancel: queued jobs at once (outcome 'canceled'), dead ones discarded (outcome
--- 'dead'), running ones by request (heartbeat reports it, fail ends it canceled); unknown
--- ids ignored; validation (PQ001); privileges.
+-- pgq.cancel: queued and waiting jobs at once (outcome 'canceled'), dead ones discarded
+-- (outcome 'dead'), running ones by request (heartbeat reports it, fail ends it canceled);
+-- jobs waiting for a canceled job are canceled too, through chains, with the reason logged;
+-- unknown ids ignored; validation (PQ001); privileges.
 BEGIN;
-SELECT plan(31);
+SELECT plan(47);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -12,7 +13,7 @@ LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1
 CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
 LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
 
-INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['x']));
+INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['x', 'xd']));
 INSERT INTO t_job VALUES ('queued', pgq.enqueue('x', '{"n": 1}', priority => -5));
 INSERT INTO t_job VALUES ('scheduled', pgq.enqueue('x', run_at => now() + interval '1 day'));
 INSERT INTO t_job VALUES ('running', pgq.enqueue('x', priority => 9));
@@ -80,9 +81,9 @@ SELECT results_eq(
 SELECT is(pgq.fail(pg_temp.wid('w1'), pg_temp.jid('running'), 'canceled by handler'), 'canceled', 'then fail returns canceled');
 SELECT is(pgq.job_status(pg_temp.jid('running')), 'canceled', 'the job ends canceled');
 SELECT results_eq(
-    $$SELECT o.outcome FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('running') ORDER BY o.outcome DESC$$,
-    ARRAY['failed', 'canceled'],
-    'a failed outcome for the attempt and a canceled outcome are logged'
+    $$SELECT o.outcome, o.attempt, o.worker_id, o.error FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('running')$$,
+    $$SELECT 'canceled', 1, pg_temp.wid('w1'), 'canceled by handler'$$,
+    'only a canceled outcome is logged (no failed row), with the attempt, the worker and the handler''s error'
 );
 SELECT is(pgq.cancel(ARRAY[pg_temp.jid('finishes')]), 1, 'cancellation of another running job is requested');
 SELECT is(
@@ -91,6 +92,108 @@ SELECT is(
     'its handler finishes anyway'
 );
 SELECT is(pgq.job_status(pg_temp.jid('finishes')), 'succeeded', 'that job ends succeeded');
+
+-- Dependencies: canceling a job cancels the jobs waiting for it, and theirs in turn.
+INSERT INTO t_job VALUES ('root', pgq.enqueue('xd', run_at => now() + interval '1 day'));
+INSERT INTO t_job VALUES ('child', pgq.enqueue('xd', depends_on => ARRAY[pg_temp.jid('root')]));
+INSERT INTO t_job VALUES ('grandchild', pgq.enqueue('xd', priority => 3, depends_on => ARRAY[pg_temp.jid('child')]));
+INSERT INTO t_job VALUES ('other_root', pgq.enqueue('xd', run_at => now() + interval '1 day'));
+INSERT INTO t_job VALUES ('both', pgq.enqueue('xd', depends_on => ARRAY[pg_temp.jid('other_root'), pg_temp.jid('root')]));
+INSERT INTO t_job VALUES ('sibling', pgq.enqueue('xd', depends_on => ARRAY[pg_temp.jid('other_root')]));
+SELECT results_eq(
+    $$
+        SELECT pgq.job_status(t.id) FROM t_job AS t
+        WHERE t.label IN ('child', 'grandchild', 'both', 'sibling') ORDER BY t.id
+    $$,
+    ARRAY['waiting', 'waiting', 'waiting', 'waiting'],
+    'the dependents are waiting'
+);
+SELECT ok(pgq.cancel(ARRAY[pg_temp.jid('root')]) >= 1, 'the root of the chain is canceled');
+SELECT results_eq(
+    $$
+        SELECT t.label, pgq.job_status(t.id) FROM t_job AS t
+        WHERE t.label IN ('root', 'child', 'grandchild', 'both', 'other_root', 'sibling') ORDER BY t.id
+    $$,
+    $$
+        VALUES ('root', 'canceled'), ('child', 'canceled'), ('grandchild', 'canceled'), ('other_root', 'queued'),
+               ('both', 'canceled'), ('sibling', 'waiting')
+    $$,
+    'the cancellation cascades through the chain and to a job with several dependencies, not to others'
+);
+SELECT is(
+    (
+        SELECT count(*) FROM pgq._jobs AS j
+        WHERE j.id IN (pg_temp.jid('root'), pg_temp.jid('child'), pg_temp.jid('grandchild'), pg_temp.jid('both'))
+    ),
+    0::bigint,
+    'the canceled chain leaves the hot table'
+);
+SELECT results_eq(
+    $$
+        SELECT t.label, o.outcome, o.priority, o.attempt, o.deliveries, o.error
+        FROM pgq.outcomes AS o INNER JOIN t_job AS t ON o.job_id = t.id
+        WHERE t.label IN ('root', 'child', 'grandchild', 'both') ORDER BY t.id
+    $$,
+    $$
+        VALUES ('root', 'canceled', 0, 0, 0, 'canceled by pgq.cancel'),
+               ('child', 'canceled', 0, 0, 0, 'a dependency was canceled'),
+               ('grandchild', 'canceled', 3, 0, 0, 'a dependency was canceled'),
+               ('both', 'canceled', 0, 0, 0, 'a dependency was canceled')
+    $$,
+    'one canceled outcome per job of the chain, the dependents'' with the reason'
+);
+
+-- A waiting job can be canceled itself; what it waits for is not touched.
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('sibling')]), 1, 'a waiting job is canceled at once');
+SELECT results_eq(
+    $$
+        SELECT o.outcome, o.error, pgq.job_status(pg_temp.jid('other_root'))
+        FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('sibling')
+    $$,
+    $$ VALUES ('canceled', 'canceled by pgq.cancel', 'queued') $$,
+    'the waiting job''s outcome is canceled; its dependency is still queued'
+);
+
+-- A running dependency whose cancellation was requested: its dependents are canceled when it
+-- ends canceled.
+INSERT INTO t_job VALUES ('run_parent', pgq.enqueue('xd'));
+INSERT INTO t_job VALUES ('run_child', pgq.enqueue('xd', depends_on => ARRAY[pg_temp.jid('run_parent')]));
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('w1'), ARRAY['xd'], 10) AS c),
+    pg_temp.jid('run_parent'),
+    'w1 claims the running dependency (the other xd jobs are scheduled later or waiting)'
+);
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('run_parent')]), 1, 'its cancellation is requested');
+SELECT is(pgq.job_status(pg_temp.jid('run_child')), 'waiting', 'its dependent keeps waiting meanwhile');
+SELECT is(pgq.fail(pg_temp.wid('w1'), pg_temp.jid('run_parent'), 'stopped'), 'canceled', 'the dependency ends canceled');
+SELECT results_eq(
+    $$SELECT o.outcome, o.error FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('run_child')$$,
+    format($$ VALUES ('canceled', 'dependency %s was canceled') $$, pg_temp.jid('run_parent')),
+    'the dependent is canceled, naming the dependency'
+);
+
+-- The same when the worker holding it unregisters.
+INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['xd']));
+INSERT INTO t_job VALUES ('lost_parent', pgq.enqueue('xd'));
+INSERT INTO t_job VALUES ('lost_child', pgq.enqueue('xd', depends_on => ARRAY[pg_temp.jid('lost_parent')]));
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('w2'), ARRAY['xd'], 10) AS c),
+    pg_temp.jid('lost_parent'),
+    'w2 claims another dependency'
+);
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('lost_parent')]), 1, 'its cancellation is requested');
+SELECT is(pgq.unregister_worker(pg_temp.wid('w2')), 1, 'w2 unregisters before stopping it');
+SELECT results_eq(
+    $$
+        SELECT t.label, o.outcome, o.error FROM pgq.outcomes AS o INNER JOIN t_job AS t ON o.job_id = t.id
+        WHERE t.label IN ('lost_parent', 'lost_child') ORDER BY t.id
+    $$,
+    $$
+        VALUES ('lost_parent', 'canceled', 'canceled while its worker was lost'),
+               ('lost_child', 'canceled', 'a dependency was canceled')
+    $$,
+    'the dependency ends canceled and its dependent is canceled'
+);
 
 -- Unknown ids and empty arrays.
 SELECT is(pgq.cancel(ARRAY[-1, 0]::bigint[]), 0, 'unknown ids are ignored');

@@ -1,7 +1,8 @@
--- pgq.claim: due jobs only, priority then run_at then id, batch_size, never a held job,
--- pause, concurrency limits, deliveries, validation (PQ001, PQ002, PQ003), privileges.
+-- pgq.claim: due jobs only, priority then run_at then id, batch_size, never a held job nor
+-- a waiting one, pause, concurrency limits, rate limits (token bucket), deliveries,
+-- validation (PQ001, PQ002, PQ003), privileges.
 BEGIN;
-SELECT plan(53);
+SELECT plan(78);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -24,9 +25,23 @@ BEGIN
     RETURN v_ids;
 END
 $$;
+-- The result of a query as text, or 'ERROR <SQLSTATE>' (the error is caught, so the
+-- transaction goes on).
+CREATE FUNCTION pg_temp.try(query text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_result text;
+BEGIN
+    EXECUTE query INTO v_result;
+    RETURN coalesce(v_result, 'NULL');
+EXCEPTION WHEN OTHERS THEN
+    RETURN 'ERROR ' || SQLSTATE;
+END
+$$;
 
 INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['a', 'b', 'p', 'c', 'd', 'bulk']));
 INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['a', 'b', 'p', 'c']));
+INSERT INTO t_worker VALUES ('wr', pgq.register_worker('wr', ARRAY['wt', 'r5', 'r100', 'rboth', 'plain_cfg']));
 
 -- Nothing due.
 SELECT is_empty(
@@ -135,6 +150,13 @@ SELECT is_empty(
     'a dead job is not claimed'
 );
 UPDATE pgq._jobs SET status = 'queued' WHERE id = pg_temp.jid('other_ep');
+INSERT INTO t_job VALUES ('wt_parent', pgq.enqueue('wt', run_at => now() + interval '1 hour'));
+INSERT INTO t_job VALUES ('wt_child', pgq.enqueue('wt', priority => 9, depends_on => ARRAY[pg_temp.jid('wt_parent')]));
+UPDATE pgq._jobs SET run_at = now() - interval '1 minute' WHERE id = pg_temp.jid('wt_child');
+SELECT is_empty(
+    format($$SELECT * FROM pgq.claim(%L, ARRAY['wt'], 10)$$, pg_temp.wid('wr')),
+    'a waiting job is never claimed, however high its priority and however due'
+);
 SELECT throws_ok(
     format($$SELECT * FROM pgq.claim(%L, ARRAY['d'])$$, pg_temp.wid('w2')), 'PQ001', NULL,
     'claiming an entrypoint the worker did not register raises PQ001'
@@ -194,6 +216,107 @@ SELECT is(
     (SELECT count(*) FROM pgq.claim(pg_temp.wid('w2'), ARRAY['c'], 10)),
     3::bigint,
     'concurrency => 0 removes the limit'
+);
+
+-- Rate limits: a token bucket per entrypoint, refilled at rate per second up to
+-- max(1, rate/20) tokens; a claim takes at most the whole tokens in it.
+SELECT lives_ok($$SELECT pgq.configure('r5', rate => 5)$$, 'entrypoint r5 gets rate 5');
+SELECT is(
+    (SELECT count(*) FROM pgq.enqueue_batch('r5', array_fill('{}'::jsonb, ARRAY[20]))), 20::bigint, '20 r5 jobs are queued'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r5'], 10)),
+    1::bigint,
+    'rate 5: the first claim of 10 gets 1 job (a full bucket holds max(1, 5/20) = 1 token)'
+);
+SELECT ok(
+    (SELECT q.rate_tokens >= 0 AND q.rate_tokens < 0.5 FROM pgq._queues AS q WHERE q.entrypoint = 'r5'),
+    'the claimed job spent the token'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r5'], 10)),
+    0::bigint,
+    'an immediate second claim gets none'
+);
+-- A claim spends tokens only for the jobs it claimed itself, even when earlier claims of
+-- the same transaction took some.
+SELECT ok(
+    (SELECT q.rate_tokens >= 0 FROM pgq._queues AS q WHERE q.entrypoint = 'r5'),
+    'a claim that got nothing spends no token'
+);
+UPDATE pgq._queues SET rate_refilled_at = rate_refilled_at - interval '1 second' WHERE entrypoint = 'r5';
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r5'], 10)),
+    1::bigint,
+    'one second later (5 tokens refilled) the claim gets 1 again: the bucket caps at 1'
+);
+UPDATE pgq._queues SET rate_refilled_at = rate_refilled_at - interval '1 hour' WHERE entrypoint = 'r5';
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r5'], 10)),
+    1::bigint,
+    'after an hour idle the bucket still holds 1 token'
+);
+-- An empty bucket gives an empty set, never a negative LIMIT.
+SELECT is(
+    pg_temp.try(format($$SELECT count(*) FROM pgq.claim(%L, ARRAY['r5'], 10)$$, pg_temp.wid('wr'))),
+    '0',
+    'a claim right after the bucket was emptied gets none, and does not raise'
+);
+SELECT lives_ok($$SELECT pgq.configure('r100', rate => 100)$$, 'entrypoint r100 gets rate 100');
+SELECT is(
+    (SELECT count(*) FROM pgq.enqueue_batch('r100', array_fill('{}'::jsonb, ARRAY[30]))), 30::bigint,
+    '30 r100 jobs are queued'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 10)),
+    5::bigint,
+    'rate 100: a batch of 10 gets 5 (a full bucket holds 100/20 = 5 tokens)'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 10)),
+    0::bigint,
+    'rate 100: an immediate second claim gets none'
+);
+SELECT lives_ok($$SELECT pgq.configure('r100', rate => 100)$$, 'the rate of r100 is set again');
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 10)),
+    5::bigint,
+    'a rate set again starts with a full bucket'
+);
+SELECT lives_ok($$SELECT pgq.configure('rboth', rate => 100, concurrency => 2)$$, 'rboth gets rate 100 and concurrency 2');
+SELECT is(
+    (SELECT count(*) FROM pgq.enqueue_batch('rboth', array_fill('{}'::jsonb, ARRAY[10]))), 10::bigint,
+    '10 rboth jobs are queued'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['rboth'], 10)),
+    2::bigint,
+    'with both limits, the stricter one applies'
+);
+SELECT lives_ok($$SELECT pgq.configure('r5', rate => 0)$$, 'r5 loses its rate limit');
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r5'], 10)),
+    10::bigint,
+    'rate => 0 removes the limit'
+);
+-- Limits are decided under a row lock on the entrypoint's pgq._queues row; an entrypoint
+-- without rate or concurrency takes no lock there (many workers claim it without queueing on
+-- one row). Row locks are not listed in pg_locks: a row this transaction locked has its
+-- xmax set to this transaction (its xmin here, as configure wrote the row in it).
+SELECT lives_ok($$SELECT pgq.configure('plain_cfg', max_attempts => 3)$$, 'plain_cfg is configured without limits');
+SELECT is(pgq.enqueue('plain_cfg') > 0, TRUE, 'a plain_cfg job is queued');
+SELECT is(
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['plain_cfg', 'rboth'], 10)),
+    1::bigint,
+    'plain_cfg and rboth are claimed together: the plain_cfg job (rboth is at its concurrency)'
+);
+SELECT results_eq(
+    $$
+        SELECT q.entrypoint, q.xmax = q.xmin, q.xmax::text = '0'
+        FROM pgq._queues AS q WHERE q.entrypoint IN ('plain_cfg', 'rboth') ORDER BY q.entrypoint
+    $$,
+    $$ VALUES ('plain_cfg', FALSE, TRUE), ('rboth', TRUE, FALSE) $$,
+    'the limited entrypoint''s row was locked, the one without limits was not'
 );
 
 -- deliveries counts every claim; attempt counts failures.

@@ -1,7 +1,8 @@
 -- pgq.complete: batch completion, fenced to the worker that holds the job; outcome rows;
--- results; validation (PQ001); privileges.
+-- results; jobs waiting for completed jobs are queued when all their dependencies have
+-- succeeded (chains); validation (PQ001); privileges.
 BEGIN;
-SELECT plan(32);
+SELECT plan(43);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -130,6 +131,75 @@ SELECT results_eq(
     'a handler that finishes anyway completes its job'
 );
 SELECT is(pgq.job_status(pg_temp.jid('cancel_me')), 'succeeded', 'the job ends succeeded');
+
+-- Dependencies: a waiting job is queued when its last dependency succeeds.
+INSERT INTO t_worker VALUES ('w3', pgq.register_worker('w3', ARRAY['chain']));
+INSERT INTO t_job VALUES ('ca', pgq.enqueue('chain', priority => 2));
+INSERT INTO t_job VALUES ('cb', pgq.enqueue('chain', priority => 1));
+INSERT INTO t_job VALUES ('after_ab', pgq.enqueue('chain', depends_on => ARRAY[pg_temp.jid('ca'), pg_temp.jid('cb')]));
+INSERT INTO t_job VALUES ('after_after', pgq.enqueue('chain', depends_on => ARRAY[pg_temp.jid('after_ab')]));
+INSERT INTO t_job VALUES (
+    'later', pgq.enqueue('chain', run_at => now() + interval '1 hour', depends_on => ARRAY[pg_temp.jid('ca')])
+);
+SELECT set_eq(
+    format($$SELECT c.id FROM pgq.claim(%L, ARRAY['chain'], 10) AS c$$, pg_temp.wid('w3')),
+    ARRAY[pg_temp.jid('ca'), pg_temp.jid('cb')],
+    'only the jobs without dependencies are claimed'
+);
+SELECT results_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w3'), pg_temp.jid('ca')),
+    $$SELECT pg_temp.jid('ca')$$,
+    'the first dependency completes'
+);
+SELECT results_eq(
+    $$
+        SELECT t.label, j.status, j.run_at FROM pgq._jobs AS j INNER JOIN t_job AS t ON j.id = t.id
+        WHERE t.label IN ('after_ab', 'after_after', 'later') ORDER BY t.id
+    $$,
+    $$
+        VALUES ('after_ab', 'waiting', now()), ('after_after', 'waiting', now()),
+               ('later', 'queued', now() + interval '1 hour')
+    $$,
+    'a job with a dependency left keeps waiting; one whose only dependency succeeded is queued, run_at kept'
+);
+SELECT results_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w3'), pg_temp.jid('cb')),
+    $$SELECT pg_temp.jid('cb')$$,
+    'the last dependency completes'
+);
+SELECT results_eq(
+    $$
+        SELECT t.label, j.status FROM pgq._jobs AS j INNER JOIN t_job AS t ON j.id = t.id
+        WHERE t.label IN ('after_ab', 'after_after') ORDER BY t.id
+    $$,
+    $$ VALUES ('after_ab', 'queued'), ('after_after', 'waiting') $$,
+    'the job is queued once all its dependencies succeeded; the next in the chain still waits'
+);
+SELECT results_eq(
+    format($$SELECT c.id, c.attempt, c.deliveries FROM pgq.claim(%L, ARRAY['chain'], 10) AS c$$, pg_temp.wid('w3')),
+    $$SELECT pg_temp.jid('after_ab'), 0, 1$$,
+    'the released job is claimed (the scheduled one is not due yet)'
+);
+SELECT results_eq(
+    format($$SELECT * FROM pgq.complete(%L, ARRAY[%s])$$, pg_temp.wid('w3'), pg_temp.jid('after_ab')),
+    $$SELECT pg_temp.jid('after_ab')$$,
+    'the middle of the chain completes'
+);
+SELECT results_eq(
+    format($$SELECT c.id FROM pgq.claim(%L, ARRAY['chain'], 10) AS c$$, pg_temp.wid('w3')),
+    $$SELECT pg_temp.jid('after_after')$$,
+    'the end of the chain A -> B -> C is released and claimed'
+);
+INSERT INTO t_job VALUES ('d1', pgq.enqueue('chain'));
+INSERT INTO t_job VALUES ('d2', pgq.enqueue('chain'));
+INSERT INTO t_job VALUES ('after_both', pgq.enqueue('chain', depends_on => ARRAY[pg_temp.jid('d1'), pg_temp.jid('d2')]));
+SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('w3'), ARRAY['chain'], 10)), 2::bigint, 'w3 claims d1 and d2');
+SELECT is(
+    (SELECT count(*) FROM pgq.complete(pg_temp.wid('w3'), ARRAY[pg_temp.jid('d2'), pg_temp.jid('d1')])),
+    2::bigint,
+    'both dependencies complete in one call'
+);
+SELECT is(pgq.job_status(pg_temp.jid('after_both')), 'queued', 'their dependent is queued');
 
 -- Bad input: PQ001, and nothing changes.
 SELECT throws_ok(

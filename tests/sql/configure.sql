@@ -1,8 +1,8 @@
 -- pgq.configure: per-entrypoint settings; NULL leaves a setting as it is; concurrency => 0
--- removes the limit; every argument validated (PQ001, nothing changes); rate is rejected
--- (not supported yet); privileges.
+-- and rate => 0 remove the limit; a new rate starts with a full bucket; every argument
+-- validated (PQ001, nothing changes); privileges.
 BEGIN;
-SELECT plan(48);
+SELECT plan(65);
 
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
 GRANT SELECT ON t_worker TO public;
@@ -97,6 +97,44 @@ SELECT lives_ok(
     'upper bounds are accepted'
 );
 
+-- Rate limits: 0.001 to 1000000 jobs per second; 0 removes the limit.
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', rate => 10)$$, 'rate => 10 is accepted');
+SELECT is(
+    (SELECT q.rate FROM pgq._queues AS q WHERE q.entrypoint = 'cf_rate'), 10::numeric, 'the rate is stored'
+);
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', max_attempts => 2)$$, 'another setting is changed');
+SELECT is(
+    (SELECT q.rate FROM pgq._queues AS q WHERE q.entrypoint = 'cf_rate'), 10::numeric, 'rate => NULL keeps the rate'
+);
+UPDATE pgq._queues SET rate_tokens = 0.5, rate_refilled_at = now() WHERE entrypoint = 'cf_rate';
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', lease => '1 minute')$$, 'a setting other than rate is changed');
+SELECT results_eq(
+    $$SELECT q.rate_tokens, q.rate_refilled_at FROM pgq._queues AS q WHERE q.entrypoint = 'cf_rate'$$,
+    $$SELECT 0.5::double precision, now()$$,
+    'the token bucket is kept when the rate is not passed'
+);
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', rate => 2.5)$$, 'the rate is changed to 2.5');
+SELECT results_eq(
+    $$SELECT q.rate, q.rate_tokens, q.rate_refilled_at FROM pgq._queues AS q WHERE q.entrypoint = 'cf_rate'$$,
+    $$SELECT 2.5::numeric, NULL::double precision, NULL::timestamptz$$,
+    'a new rate starts with a full bucket (no stored tokens)'
+);
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', rate => 0)$$, 'rate => 0');
+SELECT is(
+    (SELECT q.rate FROM pgq._queues AS q WHERE q.entrypoint = 'cf_rate'), NULL, 'rate => 0 removes the limit'
+);
+SELECT lives_ok($$SELECT pgq.configure('cf_rate_new', rate => 0)$$, 'rate => 0 on a new entrypoint');
+SELECT is(
+    (SELECT q.rate FROM pgq._queues AS q WHERE q.entrypoint = 'cf_rate_new'), NULL, 'a new entrypoint with rate 0 has no limit'
+);
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', rate => 0.001)$$, 'rate 0.001 is accepted');
+SELECT lives_ok($$SELECT pgq.configure('cf_rate', rate => 1000000)$$, 'rate 1000000 is accepted');
+SELECT results_eq(
+    $$SELECT s.rate, s.max_attempts FROM pgq.settings(ARRAY['cf_rate']) AS s$$,
+    $$ VALUES (1000000::numeric, 2) $$,
+    'pgq.settings reports the rate'
+);
+
 -- Settings take effect: claim reports the timeout.
 INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['cf_new']));
 SELECT lives_ok($$SELECT pgq.configure('cf_new', timeout => '90 seconds')$$, 'cf_new gets a timeout');
@@ -150,8 +188,12 @@ SELECT throws_ok($$SELECT pgq.configure('cf', concurrency => -1)$$, 'PQ001', NUL
 SELECT throws_ok(
     $$SELECT pgq.configure('cf', concurrency => 1000001)$$, 'PQ001', NULL, 'concurrency 1000001 raises PQ001'
 );
-SELECT throws_ok($$SELECT pgq.configure('cf', rate => 10)$$, 'PQ001', NULL, 'rate => 10 raises PQ001 (not supported)');
-SELECT throws_ok($$SELECT pgq.configure('cf', rate => 0)$$, 'PQ001', NULL, 'rate => 0 raises PQ001 (not supported)');
+SELECT throws_ok(
+    $$SELECT pgq.configure('cf', rate => 0.0009)$$, 'PQ001', NULL, 'rate 0.0009 (under 0.001) raises PQ001'
+);
+SELECT throws_ok($$SELECT pgq.configure('cf', rate => 1000001)$$, 'PQ001', NULL, 'rate 1000001 raises PQ001');
+SELECT throws_ok($$SELECT pgq.configure('cf', rate => -1)$$, 'PQ001', NULL, 'a negative rate raises PQ001');
+SELECT throws_ok($$SELECT pgq.configure('cf', rate => 'NaN')$$, 'PQ001', NULL, 'rate NaN raises PQ001');
 SELECT throws_ok(
     $$SELECT pgq.configure('cf', retention => '30 seconds')$$, 'PQ001', NULL, 'retention under 1 minute raises PQ001'
 );

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(163);
+SELECT plan(198);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -11,8 +11,8 @@ SELECT functions_are(
     'pgq',
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
-        'fail', 'heartbeat', 'job_status', 'pause', 'reap', 'register_worker', 'resume', 'retry',
-        'settings', 'unregister_worker'
+        'fail', 'heartbeat', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'resume', 'retry',
+        'run_schedules', 'schedule', 'settings', 'stats', 'unregister_worker', 'unschedule'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -47,11 +47,13 @@ SELECT is(
     'pgq.configure arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.enqueue(text, jsonb, integer, timestamp with time zone, text, jsonb, integer)')),
+    pg_catalog.pg_get_function_arguments(
+        pg_catalog.to_regprocedure('pgq.enqueue(text, jsonb, integer, timestamp with time zone, text, jsonb, integer, bigint[])')
+    ),
     'entrypoint text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, '
     || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
     || 'dedupe_key text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, '
-    || 'max_attempts integer DEFAULT NULL::integer',
+    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[]',
     'pgq.enqueue arguments: names, types and defaults'
 );
 SELECT is(
@@ -86,6 +88,11 @@ SELECT is(
     'pgq.pause arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.prune()')),
+    '',
+    'pgq.prune arguments: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.reap()')),
     '',
     'pgq.reap arguments: names, types and defaults'
@@ -106,9 +113,24 @@ SELECT is(
     'pgq.retry arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.run_schedules(timestamp with time zone)')),
+    'now timestamp with time zone DEFAULT NULL::timestamp with time zone',
+    'pgq.run_schedules arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.schedule(text, text, text, jsonb)')),
+    'name text, cron text, entrypoint text, payload jsonb DEFAULT NULL::jsonb',
+    'pgq.schedule arguments: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.settings(text[])')),
     'entrypoints text[]',
     'pgq.settings arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.stats(interval)')),
+    'since interval DEFAULT ''00:05:00''::interval',
+    'pgq.stats arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.unregister_worker(uuid)')),
@@ -116,24 +138,34 @@ SELECT is(
     'pgq.unregister_worker arguments: names, types and defaults'
 );
 
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.unschedule(text)')),
+    'name text',
+    'pgq.unschedule arguments: names, types and defaults'
+);
 -- Return types.
 SELECT function_returns('pgq', 'cancel', ARRAY['bigint[]'], 'integer', 'pgq.cancel returns integer');
 SELECT function_returns('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim returns setof record');
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'setof bigint', 'pgq.complete returns setof bigint');
 SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'void', 'pgq.configure returns void');
-SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer'], 'bigint', 'pgq.enqueue returns bigint');
+SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'bigint', 'pgq.enqueue returns bigint');
 SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'text', 'pgq.fail returns text');
 SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid'], 'setof bigint', 'pgq.heartbeat returns setof bigint');
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
 SELECT function_returns('pgq', 'pause', ARRAY['text'], 'void', 'pgq.pause returns void');
+SELECT function_returns('pgq', 'prune', ARRAY[]::name[], 'bigint', 'pgq.prune returns bigint');
 SELECT function_returns('pgq', 'reap', ARRAY[]::name[], 'integer', 'pgq.reap returns integer');
 SELECT function_returns('pgq', 'register_worker', ARRAY['text', 'text[]'], 'uuid', 'pgq.register_worker returns uuid');
 SELECT function_returns('pgq', 'resume', ARRAY['text'], 'void', 'pgq.resume returns void');
 SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry returns integer');
+SELECT function_returns('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'integer', 'pgq.run_schedules returns integer');
+SELECT function_returns('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'timestamp with time zone', 'pgq.schedule returns timestamp with time zone');
 SELECT function_returns('pgq', 'settings', ARRAY['text[]'], 'setof record', 'pgq.settings returns setof record');
+SELECT function_returns('pgq', 'stats', ARRAY['interval'], 'setof record', 'pgq.stats returns setof record');
 SELECT function_returns('pgq', 'unregister_worker', ARRAY['uuid'], 'integer', 'pgq.unregister_worker returns integer');
+SELECT function_returns('pgq', 'unschedule', ARRAY['text'], 'boolean', 'pgq.unschedule returns boolean');
 
 -- Fixed columns of the claim result (DESIGN: at least these).
 SELECT is_empty(
@@ -150,24 +182,44 @@ SELECT is_empty(
     'pgq.claim returns at least id, entrypoint, payload, headers, priority, attempt, deliveries, enqueued_at'
 );
 
+-- Fixed columns of the stats result (DESIGN: at least these).
+SELECT is_empty(
+    $$
+        VALUES ('entrypoint', 'text'), ('succeeded', 'bigint'), ('failed', 'bigint'), ('dead', 'bigint'),
+               ('per_second', 'numeric'), ('wait_p50', 'interval'), ('wait_p95', 'interval'),
+               ('wait_p99', 'interval'), ('run_p50', 'interval'), ('run_p95', 'interval'), ('run_p99', 'interval')
+        EXCEPT
+        SELECT a.name, a.type::regtype::text
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) AS a (name, type, mode)
+        WHERE p.oid = pg_catalog.to_regprocedure('pgq.stats(interval)') AND a.mode = 't'
+    $$,
+    'pgq.stats returns at least entrypoint, succeeded, failed, dead, per_second and the wait/run percentiles'
+);
+
 -- SECURITY DEFINER, with a pinned search_path.
 SELECT is_definer('pgq', 'cancel', ARRAY['bigint[]'], 'pgq.cancel is SECURITY DEFINER');
 SELECT is_definer('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim is SECURITY DEFINER');
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'pgq.complete is SECURITY DEFINER');
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq.configure is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer'], 'pgq.enqueue is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger is SECURITY DEFINER');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'pgq.fail is SECURITY DEFINER');
 SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid'], 'pgq.heartbeat is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
 SELECT is_definer('pgq', 'pause', ARRAY['text'], 'pgq.pause is SECURITY DEFINER');
+SELECT is_definer('pgq', 'prune', ARRAY[]::name[], 'pgq.prune is SECURITY DEFINER');
 SELECT is_definer('pgq', 'reap', ARRAY[]::name[], 'pgq.reap is SECURITY DEFINER');
 SELECT is_definer('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq.register_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'resume', ARRAY['text'], 'pgq.resume is SECURITY DEFINER');
 SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFINER');
+SELECT is_definer('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules is SECURITY DEFINER');
+SELECT is_definer('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq.schedule is SECURITY DEFINER');
 SELECT is_definer('pgq', 'settings', ARRAY['text[]'], 'pgq.settings is SECURITY DEFINER');
+SELECT is_definer('pgq', 'stats', ARRAY['interval'], 'pgq.stats is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq.unregister_worker is SECURITY DEFINER');
+SELECT is_definer('pgq', 'unschedule', ARRAY['text'], 'pgq.unschedule is SECURITY DEFINER');
 SELECT is_empty(
     $$
         SELECT p.oid::regprocedure
@@ -210,6 +262,18 @@ SELECT has_view('pgq', 'queues', 'view pgq.queues exists');
 SELECT has_view('pgq', 'workers', 'view pgq.workers exists');
 SELECT has_view('pgq', 'jobs', 'view pgq.jobs exists');
 SELECT has_view('pgq', 'outcomes', 'view pgq.outcomes exists');
+SELECT has_view('pgq', 'schedules', 'view pgq.schedules exists');
+SELECT is_empty(
+    $$
+        VALUES ('name', 'text'), ('cron', 'text'), ('entrypoint', 'text'), ('payload', 'jsonb'),
+               ('last_run', 'timestamp with time zone'), ('next_run', 'timestamp with time zone')
+        EXCEPT
+        SELECT a.attname::text, a.atttypid::regtype::text
+        FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = 'pgq.schedules'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+    $$,
+    'pgq.schedules has at least name, cron, entrypoint, payload, last_run, next_run'
+);
 SELECT is_empty(
     $$
         SELECT c.relname
@@ -246,10 +310,10 @@ SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval
 SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
 SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
 SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
 SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
 SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
@@ -274,6 +338,10 @@ SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_producer', ARRAY[]
 SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.pause');
 SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.pause');
 SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.prune');
+SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.prune');
+SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.prune');
+SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'public', ARRAY[]::name[], 'public cannot execute pgq.prune');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.reap');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.reap');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.reap');
@@ -290,14 +358,30 @@ SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_producer', ARR
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.retry');
+SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.run_schedules');
+SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.run_schedules');
+SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.run_schedules');
+SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'public', ARRAY[]::name[], 'public cannot execute pgq.run_schedules');
+SELECT function_privs_are('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.schedule');
+SELECT function_privs_are('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.schedule');
+SELECT function_privs_are('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.schedule');
+SELECT function_privs_are('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'public', ARRAY[]::name[], 'public cannot execute pgq.schedule');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.settings');
+SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.stats');
+SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.stats');
+SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.stats');
+SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'public', ARRAY[]::name[], 'public cannot execute pgq.stats');
 SELECT function_privs_are('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.unregister_worker');
 SELECT function_privs_are('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.unregister_worker');
 SELECT function_privs_are('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.unregister_worker');
 SELECT function_privs_are('pgq', 'unregister_worker', ARRAY['uuid'], 'public', ARRAY[]::name[], 'public cannot execute pgq.unregister_worker');
+SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.unschedule');
+SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.unschedule');
+SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.unschedule');
+SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.unschedule');
 SELECT is_empty(
     $$
         SELECT p.oid::regprocedure
@@ -325,6 +409,10 @@ SELECT table_privs_are('pgq', 'outcomes', 'pgq_producer', ARRAY[]::name[], 'pgq_
 SELECT table_privs_are('pgq', 'outcomes', 'pgq_worker', ARRAY[]::name[], 'pgq_worker has no privilege on pgq.outcomes');
 SELECT table_privs_are('pgq', 'outcomes', 'pgq_admin', ARRAY['SELECT'], 'pgq_admin can only SELECT from pgq.outcomes');
 SELECT table_privs_are('pgq', 'outcomes', 'public', ARRAY[]::name[], 'public has no privilege on pgq.outcomes');
+SELECT table_privs_are('pgq', 'schedules', 'pgq_producer', ARRAY[]::name[], 'pgq_producer has no privilege on pgq.schedules');
+SELECT table_privs_are('pgq', 'schedules', 'pgq_worker', ARRAY[]::name[], 'pgq_worker has no privilege on pgq.schedules');
+SELECT table_privs_are('pgq', 'schedules', 'pgq_admin', ARRAY['SELECT'], 'pgq_admin can only SELECT from pgq.schedules');
+SELECT table_privs_are('pgq', 'schedules', 'public', ARRAY[]::name[], 'public has no privilege on pgq.schedules');
 
 -- Internal tables and sequences: no privilege for any pgq role or PUBLIC.
 SELECT is_empty(
@@ -349,22 +437,6 @@ SELECT is_empty(
     $$,
     'no pgq role and not PUBLIC has any privilege on the sequences'
 );
-
--- BUG (missing API): DESIGN.md marks these names and signatures as fixed public API, and
--- sql/ does not have them yet: enqueue's depends_on argument (and the 'waiting' status),
--- schedules (schedule, unschedule, run_schedules, the pgq.schedules view), prune and stats.
-SELECT todo('BUG: DESIGN fixed API not implemented yet', 7);
-SELECT has_function(
-    'pgq', 'enqueue',
-    ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'],
-    'pgq.enqueue has the depends_on bigint[] argument'
-);
-SELECT has_function('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq.schedule(name, cron, entrypoint, payload) exists');
-SELECT has_function('pgq', 'unschedule', ARRAY['text'], 'pgq.unschedule(name) exists');
-SELECT has_function('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules(now) exists');
-SELECT has_function('pgq', 'prune', ARRAY[]::name[], 'pgq.prune() exists');
-SELECT has_function('pgq', 'stats', ARRAY['interval'], 'pgq.stats(since) exists');
-SELECT has_view('pgq', 'schedules', 'view pgq.schedules exists');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,6 +1,8 @@
--- pgq.enqueue: ids, stored columns, run_at, dedupe_key, validation (PQ001, PQ004), privileges.
+-- pgq.enqueue: ids, stored columns, run_at, dedupe_key, depends_on (waiting, queued at once
+-- when the dependencies succeeded, born canceled when one is dead or canceled), validation
+-- (PQ001, PQ004), privileges.
 BEGIN;
-SELECT plan(47);
+SELECT plan(71);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -140,6 +142,129 @@ SELECT results_eq(
     'the dead job and the new live job both exist'
 );
 
+-- depends_on: the job waits until every dependency has succeeded.
+INSERT INTO t_worker VALUES ('wd', pgq.register_worker('wd', ARRAY['dep']));
+INSERT INTO t_job VALUES ('dep_done', pgq.enqueue('dep', priority => 9));
+INSERT INTO t_job VALUES ('dep_dies', pgq.enqueue('dep', priority => 8, max_attempts => 1));
+INSERT INTO t_job VALUES ('dep_discarded', pgq.enqueue('dep', priority => 7, max_attempts => 1));
+INSERT INTO t_job VALUES ('dep_canceled', pgq.enqueue('dep', run_at => now() + interval '1 day'));
+INSERT INTO t_job VALUES ('dep_live', pgq.enqueue('dep', run_at => now() + interval '1 day'));
+SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('wd'), ARRAY['dep'], 3)), 3::bigint, 'wd claims three dependencies');
+SELECT is(
+    (SELECT count(*) FROM pgq.complete(pg_temp.wid('wd'), ARRAY[pg_temp.jid('dep_done')])),
+    1::bigint,
+    'one dependency succeeds'
+);
+SELECT is(pgq.fail(pg_temp.wid('wd'), pg_temp.jid('dep_dies'), 'x'), 'dead', 'one dependency is dead');
+SELECT is(pgq.fail(pg_temp.wid('wd'), pg_temp.jid('dep_discarded'), 'x'), 'dead', 'one more dependency is dead');
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('dep_discarded')]), 1, 'and is discarded');
+SELECT is(pgq.cancel(ARRAY[pg_temp.jid('dep_canceled')]), 1, 'one dependency is canceled');
+
+INSERT INTO t_job VALUES ('waits', pgq.enqueue('dep', '{"n": 1}', depends_on => ARRAY[pg_temp.jid('dep_live')]));
+SELECT results_eq(
+    $$
+        SELECT j.status, j.depends_on, j.payload, j.run_at = now(), j.worker_id
+        FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('waits')
+    $$,
+    $$SELECT 'waiting', ARRAY[pg_temp.jid('dep_live')], '{"n": 1}'::jsonb, TRUE, NULL::uuid$$,
+    'a job with a live dependency is stored waiting, with what it waits for'
+);
+SELECT is(pgq.job_status(pg_temp.jid('waits')), 'waiting', 'job_status reports waiting');
+SELECT is(
+    (SELECT j.has_dependents FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('dep_live')),
+    TRUE,
+    'the dependency is marked as having dependents'
+);
+INSERT INTO t_job VALUES (
+    'waits_mixed',
+    pgq.enqueue(
+        'dep',
+        depends_on => ARRAY[pg_temp.jid('dep_live'), pg_temp.jid('dep_done'), pg_temp.jid('dep_live')]
+    )
+);
+SELECT results_eq(
+    $$SELECT j.status, j.depends_on FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('waits_mixed')$$,
+    $$SELECT 'waiting', ARRAY[pg_temp.jid('dep_live')]$$,
+    'a job waits only for its live dependencies (duplicates and succeeded ones dropped)'
+);
+INSERT INTO t_job VALUES ('on_waiting', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('waits')]));
+SELECT results_eq(
+    $$
+        SELECT pgq.job_status(pg_temp.jid('on_waiting')), j.has_dependents
+        FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('waits')
+    $$,
+    $$ VALUES ('waiting', TRUE) $$,
+    'a job can wait for a waiting job'
+);
+INSERT INTO t_job VALUES ('dep_after_done', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('dep_done')]));
+SELECT results_eq(
+    $$SELECT j.status, j.depends_on FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('dep_after_done')$$,
+    $$ VALUES ('queued', NULL::bigint[]) $$,
+    'depends_on a job that already succeeded: queued at once'
+);
+INSERT INTO t_job VALUES ('no_deps', pgq.enqueue('dep', depends_on => '{}'));
+SELECT is(pgq.job_status(pg_temp.jid('no_deps')), 'queued', 'an empty depends_on: queued at once');
+
+-- A dependency that is dead or ended canceled: the job is born canceled, and says why.
+INSERT INTO t_job VALUES (
+    'on_dead', pgq.enqueue('dep', priority => 4, depends_on => ARRAY[pg_temp.jid('dep_live'), pg_temp.jid('dep_dies')])
+);
+INSERT INTO t_job VALUES ('on_discarded', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('dep_discarded')]));
+INSERT INTO t_job VALUES (
+    'on_canceled', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('dep_done'), pg_temp.jid('dep_canceled')])
+);
+INSERT INTO t_job VALUES ('on_born_canceled', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('on_canceled')]));
+SELECT results_eq(
+    $$
+        SELECT t.label, pgq.job_status(t.id), o.error
+        FROM t_job AS t INNER JOIN pgq.outcomes AS o ON t.id = o.job_id
+        WHERE t.label LIKE 'on\_%' AND t.label <> 'on_waiting' ORDER BY t.id
+    $$,
+    format(
+        $$
+            VALUES ('on_dead', 'canceled', 'dependency %s is dead'),
+                   ('on_discarded', 'canceled', 'dependency %s ended dead'),
+                   ('on_canceled', 'canceled', 'dependency %s ended canceled'),
+                   ('on_born_canceled', 'canceled', 'dependency %s ended canceled')
+        $$,
+        pg_temp.jid('dep_dies'), pg_temp.jid('dep_discarded'), pg_temp.jid('dep_canceled'), pg_temp.jid('on_canceled')
+    ),
+    'a dead or canceled dependency: the job is born canceled, the reason in its outcome'
+);
+SELECT is(
+    (
+        SELECT count(*) FROM pgq._jobs AS j INNER JOIN t_job AS t ON j.id = t.id
+        WHERE t.label IN ('on_dead', 'on_discarded', 'on_canceled', 'on_born_canceled')
+    ),
+    0::bigint,
+    'a job born canceled never enters the hot table'
+);
+SELECT results_eq(
+    $$
+        SELECT o.entrypoint, o.outcome, o.priority, o.attempt, o.deliveries, o.enqueued_at, o.started_at, o.worker_id
+        FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('on_dead')
+    $$,
+    $$ VALUES ('dep', 'canceled', 4, 0, 0, now(), NULL::timestamptz, NULL::uuid) $$,
+    'its outcome row: never started, no attempt or delivery'
+);
+SELECT cmp_ok(
+    pg_temp.jid('on_dead'), '>', pg_temp.jid('dep_after_done'), 'a job born canceled gets a new id from the job sequence'
+);
+SELECT is(
+    (SELECT j.has_dependents FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('dep_dies')),
+    FALSE,
+    'a dead dependency is not marked as having dependents'
+);
+
+-- With a live job holding (entrypoint, dedupe_key), an enqueue with a dead dependency
+-- returns the live job's id rather than a job born canceled.
+INSERT INTO t_job VALUES ('dep_keyed', pgq.enqueue('dep', dedupe_key => 'dep-key', run_at => now() + interval '1 day'));
+SELECT is(
+    pgq.enqueue('dep', dedupe_key => 'dep-key', depends_on => ARRAY[pg_temp.jid('dep_dies')]),
+    pg_temp.jid('dep_keyed'),
+    'a live job holds the dedupe_key: an enqueue with a dead dependency returns the live job''s id'
+);
+
 -- Bad input: PQ001 / PQ004, and nothing changes.
 CREATE TEMP TABLE t_before AS SELECT count(*) AS n FROM pgq._jobs;
 
@@ -200,6 +325,28 @@ SELECT throws_ok(
     'PQ004', NULL,
     'headers over 64 KiB raise PQ004'
 );
+SELECT throws_ok(
+    format($$SELECT pgq.enqueue('dep', depends_on => ARRAY[%s, NULL])$$, pg_temp.jid('dep_live')), 'PQ001', NULL,
+    'depends_on containing NULL raises PQ001'
+);
+SELECT throws_ok(
+    $$SELECT pgq.enqueue('dep', depends_on => ARRAY[-1])$$, 'PQ001',
+    'pgq: invalid argument depends_on: job -1 is unknown (or its outcome was pruned)',
+    'an unknown id in depends_on raises PQ001 naming the argument'
+);
+SELECT throws_ok(
+    format(
+        $$SELECT pgq.enqueue('dep', depends_on => ARRAY[%s, %s])$$,
+        pg_temp.jid('dep_live'), (SELECT max(t.id) + 1000 FROM t_job AS t)
+    ),
+    'PQ001', NULL,
+    'an id not yet used, next to a live one, raises PQ001'
+);
+SELECT throws_ok(
+    $$SELECT pgq.enqueue('dep', depends_on => ARRAY(SELECT g::bigint FROM generate_series(1, 10001) AS g))$$,
+    'PQ001', NULL,
+    '10001 ids in depends_on raise PQ001'
+);
 SELECT is((SELECT count(*) FROM pgq._jobs), (SELECT b.n FROM t_before AS b), 'the failed calls enqueued nothing');
 
 -- The limit applies to the jsonb value before compression (docs/errors.md).
@@ -212,6 +359,10 @@ SELECT throws_ok(
 -- Privileges.
 SET ROLE pgq_producer;
 SELECT lives_ok($$SELECT pgq.enqueue('email', '{"by": "producer"}')$$, 'pgq_producer can enqueue');
+SELECT lives_ok(
+    format($$SELECT pgq.enqueue('dep', depends_on => ARRAY[%s])$$, pg_temp.jid('dep_live')),
+    'pgq_producer can enqueue with depends_on'
+);
 SELECT throws_ok($$SELECT count(*) FROM pgq._jobs$$, '42501', NULL, 'pgq_producer cannot read pgq._jobs');
 SELECT throws_ok(
     $$INSERT INTO pgq._jobs (entrypoint) VALUES ('email')$$, '42501', NULL,

@@ -1,7 +1,8 @@
 -- pgq.fail: retry with backoff while attempts remain ('queued'), else 'dead'; retry_in;
--- fenced (NULL for a non-holder); cancellation; outcome rows; validation (PQ001); privileges.
+-- fenced (NULL for a non-holder); cancellation; outcome rows (fatal marks the failure that
+-- left a job dead); a dead job cancels the jobs waiting for it; validation (PQ001); privileges.
 BEGIN;
-SELECT plan(57);
+SELECT plan(66);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -35,8 +36,8 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['f', 'f2', 'f3', 'f4', 'f5']));
-INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['f', 'f2', 'f3', 'f4', 'f5']));
+INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['f', 'f2', 'f3', 'f4', 'f5', 'f6']));
+INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['f', 'f2', 'f3', 'f4', 'f5', 'f6']));
 
 -- First failure: queued again with backoff (default base 1 s: delay in [0.5 s, 1 s)).
 INSERT INTO t_job VALUES ('a', pgq.enqueue('f'));
@@ -150,6 +151,11 @@ SELECT results_eq(
     $$ VALUES ('failed', 1), ('failed', 2) $$,
     'one failed outcome per attempt'
 );
+SELECT results_eq(
+    $$SELECT o.attempt, o.fatal FROM pgq._outcomes AS o WHERE o.job_id = pg_temp.jid('two') ORDER BY o.attempt$$,
+    $$ VALUES (1, FALSE), (2, TRUE) $$,
+    'only the failure that left the job dead is fatal'
+);
 SELECT lives_ok($$SELECT pgq.configure('f4', max_attempts => 1)$$, 'f4 gets max_attempts 1');
 INSERT INTO t_job VALUES ('once', pgq.enqueue('f4'));
 SELECT is(pg_temp.reclaim('w1', 'once'), pg_temp.jid('once'), 'w1 claims once');
@@ -201,6 +207,53 @@ SELECT is(
     'the canceled job leaves the hot table'
 );
 SELECT is(pgq.job_status(pg_temp.jid('cancel')), 'canceled', 'job_status reports canceled');
+SELECT results_eq(
+    $$
+        SELECT o.outcome, o.attempt, o.worker_id, o.error, o.fatal
+        FROM pgq._outcomes AS o WHERE o.job_id = pg_temp.jid('cancel')
+    $$,
+    $$SELECT 'canceled', 1, pg_temp.wid('w1'), 'stopped', FALSE$$,
+    'only a canceled outcome is logged, with the error; no failed row'
+);
+
+-- Dependencies: a failure with attempts left keeps the dependents waiting; a dead
+-- dependency cancels them, and theirs in turn, naming the dead job.
+INSERT INTO t_job VALUES ('parent', pgq.enqueue('f6', max_attempts => 2));
+INSERT INTO t_job VALUES ('child', pgq.enqueue('f6', depends_on => ARRAY[pg_temp.jid('parent')]));
+INSERT INTO t_job VALUES ('grandchild', pgq.enqueue('f6', depends_on => ARRAY[pg_temp.jid('child')]));
+INSERT INTO t_job VALUES ('unrelated', pgq.enqueue('f6', run_at => now() + interval '1 day'));
+INSERT INTO t_job VALUES ('half', pgq.enqueue('f6', depends_on => ARRAY[pg_temp.jid('unrelated'), pg_temp.jid('parent')]));
+SELECT is(pg_temp.reclaim('w1', 'parent'), pg_temp.jid('parent'), 'w1 claims the dependency');
+SELECT is(pgq.fail(pg_temp.wid('w1'), pg_temp.jid('parent'), 'first'), 'queued', 'its first failure is queued');
+SELECT results_eq(
+    $$
+        SELECT pgq.job_status(t.id) FROM t_job AS t
+        WHERE t.label IN ('child', 'grandchild', 'half') ORDER BY t.id
+    $$,
+    ARRAY['waiting', 'waiting', 'waiting'],
+    'the dependents keep waiting while the dependency has attempts left'
+);
+SELECT is(pg_temp.reclaim('w1', 'parent'), pg_temp.jid('parent'), 'w1 claims the dependency again');
+SELECT is(pgq.fail(pg_temp.wid('w1'), pg_temp.jid('parent'), 'second'), 'dead', 'the dependency is dead');
+SELECT results_eq(
+    $$
+        SELECT t.label, o.outcome, o.error FROM pgq.outcomes AS o INNER JOIN t_job AS t ON o.job_id = t.id
+        WHERE t.label IN ('child', 'grandchild', 'half') ORDER BY t.id
+    $$,
+    format(
+        $$ VALUES ('child', 'canceled', %1$L), ('grandchild', 'canceled', %1$L), ('half', 'canceled', %1$L) $$,
+        format('dependency %s is dead', pg_temp.jid('parent'))
+    ),
+    'its dependents, theirs, and a job with another live dependency are canceled: dependency N is dead'
+);
+SELECT results_eq(
+    $$
+        SELECT pgq.job_status(t.id) FROM t_job AS t
+        WHERE t.label IN ('parent', 'child', 'grandchild', 'unrelated', 'half') ORDER BY t.id
+    $$,
+    ARRAY['dead', 'canceled', 'canceled', 'queued', 'canceled'],
+    'the dead job stays dead, its dependents are canceled, the other dependency is untouched'
+);
 
 -- The backoff is capped before it can overflow, however many failures a job has.
 SELECT lives_ok($$SELECT pgq.configure('f5', max_attempts => 100)$$, 'f5 gets max_attempts 100');

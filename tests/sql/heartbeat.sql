@@ -1,7 +1,8 @@
 -- pgq.heartbeat: refreshes the worker (and so the leases of all its jobs), reports the
--- jobs whose cancellation was requested, sweeps silent workers, PQ001/PQ002/PQ003, privileges.
+-- jobs whose cancellation was requested, sweeps (silent workers, due schedules, a prune when
+-- the last one is over two hours old), PQ001/PQ002/PQ003, privileges.
 BEGIN;
-SELECT plan(22);
+SELECT plan(30);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -73,6 +74,42 @@ SELECT results_eq(
     $$SELECT j.status, j.worker_id FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('c')$$,
     $$ VALUES ('queued', NULL::uuid) $$,
     'the silent worker''s job is queued again'
+);
+
+-- The sweep fires due schedules, without pg_cron.
+SELECT isnt(pgq.schedule('hb-sched', '* * * * *', 'hb_sched', '{"from": "schedule"}'), NULL, 'a schedule is created');
+UPDATE pgq._schedules SET next_run = date_trunc('minute', now()) WHERE name = 'hb-sched';
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats once the schedule is due');
+SELECT results_eq(
+    $$SELECT j.entrypoint, j.payload, j.headers ->> 'schedule' FROM pgq._jobs AS j WHERE j.entrypoint = 'hb_sched'$$,
+    $$ VALUES ('hb_sched', '{"from": "schedule"}'::jsonb, 'hb-sched') $$,
+    'the heartbeat enqueued the due schedule''s job'
+);
+
+-- The sweep prunes the outcome log when the last prune is over two hours old.
+SELECT is(
+    (SELECT m.last_run FROM pgq._maintenance AS m WHERE m.task = 'prune'),
+    now(),
+    'the first heartbeats pruned (no prune had run yet)'
+);
+INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, finished_at)
+VALUES (-1, 'hb', 'succeeded', 0, 0, 1, now() - interval '8 days', now() - interval '8 days');
+UPDATE pgq._maintenance SET last_run = now() - interval '1 hour' WHERE task = 'prune';
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats an hour after the last prune');
+SELECT is(
+    (SELECT count(*) FROM pgq._outcomes AS o WHERE o.job_id = -1),
+    1::bigint,
+    'an outcome past its retention is kept: the last prune is recent'
+);
+UPDATE pgq._maintenance SET last_run = now() - interval '3 hours' WHERE task = 'prune';
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats three hours after the last prune');
+SELECT results_eq(
+    $$
+        SELECT (SELECT count(*) FROM pgq._outcomes AS o WHERE o.job_id = -1),
+               (SELECT m.last_run FROM pgq._maintenance AS m WHERE m.task = 'prune')
+    $$,
+    $$SELECT 0::bigint, now()$$,
+    'the overdue prune ran: the old outcome is gone'
 );
 
 -- A reaped or stopped worker must register again.

@@ -1,7 +1,7 @@
--- pgq.job_status: live jobs (queued, running, dead), finished jobs (succeeded, canceled,
--- dead when discarded), NULL for an unknown id; PQ001 for NULL; privileges.
+-- pgq.job_status: live jobs (queued, waiting, running, dead), finished jobs (succeeded,
+-- canceled, dead when discarded), NULL for an unknown id; PQ001 for NULL; privileges.
 BEGIN;
-SELECT plan(20);
+SELECT plan(22);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -28,6 +28,8 @@ SELECT is(
 SELECT is(pgq.fail(pg_temp.wid('w1'), pg_temp.jid('retrying'), 'x'), 'queued', 'one job fails and waits for a retry');
 SELECT is(pgq.fail(pg_temp.wid('w1'), pg_temp.jid('dead'), 'x'), 'dead', 'one job dies');
 SELECT is(pgq.cancel(ARRAY[pg_temp.jid('canceled')]), 1, 'one job is canceled');
+INSERT INTO t_job VALUES ('waiting', pgq.enqueue('js', depends_on => ARRAY[pg_temp.jid('running')]));
+INSERT INTO t_job VALUES ('born_canceled', pgq.enqueue('js', depends_on => ARRAY[pg_temp.jid('canceled')]));
 
 SELECT is(pgq.job_status(pg_temp.jid('queued')), 'queued', 'a queued job is queued');
 SELECT is(pgq.job_status(pg_temp.jid('scheduled')), 'queued', 'a job scheduled for later is queued');
@@ -36,6 +38,10 @@ SELECT is(pgq.job_status(pg_temp.jid('succeeded')), 'succeeded', 'a completed jo
 SELECT is(pgq.job_status(pg_temp.jid('retrying')), 'queued', 'a failed job with attempts left is queued, not failed');
 SELECT is(pgq.job_status(pg_temp.jid('dead')), 'dead', 'a job out of attempts is dead');
 SELECT is(pgq.job_status(pg_temp.jid('canceled')), 'canceled', 'a canceled job is canceled');
+SELECT is(pgq.job_status(pg_temp.jid('waiting')), 'waiting', 'a job waiting for a running dependency is waiting');
+SELECT is(
+    pgq.job_status(pg_temp.jid('born_canceled')), 'canceled', 'a job enqueued after its dependency was canceled is canceled'
+);
 SELECT is(pgq.cancel(ARRAY[pg_temp.jid('dead')]), 1, 'the dead job is discarded');
 SELECT is(pgq.job_status(pg_temp.jid('dead')), 'dead', 'a discarded dead job is still dead');
 SELECT is(pgq.job_status(-1), NULL, 'an unknown id is NULL');

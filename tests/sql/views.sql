@@ -1,7 +1,8 @@
--- Views for psql administration: pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes. Their
--- content, and who may read them (pgq_admin all four, pgq_worker queues and workers).
+-- Views for psql administration: pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes,
+-- pgq.schedules. Their content, and who may read them (pgq_admin all five, pgq_worker queues
+-- and workers).
 BEGIN;
-SELECT plan(36);
+SELECT plan(44);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -15,6 +16,7 @@ SELECT has_view('pgq', 'queues', 'view pgq.queues exists');
 SELECT has_view('pgq', 'workers', 'view pgq.workers exists');
 SELECT has_view('pgq', 'jobs', 'view pgq.jobs exists');
 SELECT has_view('pgq', 'outcomes', 'view pgq.outcomes exists');
+SELECT has_view('pgq', 'schedules', 'view pgq.schedules exists');
 
 -- Fixture: entrypoint vq with jobs in every state, vq_paused with settings only.
 SELECT lives_ok($$SELECT pgq.configure('vq', max_attempts => 8, concurrency => 3)$$, 'vq is configured');
@@ -36,6 +38,7 @@ SELECT is(
     1::bigint,
     'one job succeeds'
 );
+INSERT INTO t_job VALUES ('waiting', pgq.enqueue('vq', depends_on => ARRAY[pg_temp.jid('running')]));
 UPDATE pgq._jobs SET run_at = now() - interval '5 minutes' WHERE id = pg_temp.jid('queued_old');
 UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = pg_temp.wid('dead');
 SELECT is(pgq.reap(), 0, 'the silent worker is reaped');
@@ -49,7 +52,7 @@ SELECT results_eq(
         FROM pgq.queues AS q WHERE q.entrypoint = 'vq'
     $$,
     $$
-        VALUES (2::bigint, 1::bigint, 0::bigint, 1::bigint, 1::bigint, interval '5 minutes', FALSE, 3,
+        VALUES (2::bigint, 1::bigint, 1::bigint, 1::bigint, 1::bigint, interval '5 minutes', FALSE, 3,
                 NULL::numeric, 8, interval '30 seconds', interval '1 hour', interval '1 second', interval '1 hour',
                 interval '7 days')
     $$,
@@ -97,7 +100,12 @@ SELECT results_eq(
 SELECT set_eq(
     $$SELECT j.id FROM pgq.jobs AS j$$,
     $$SELECT t.id FROM t_job AS t WHERE t.label <> 'done'$$,
-    'jobs: every live job (queued, scheduled, running, dead), not the finished one'
+    'jobs: every live job (queued, scheduled, waiting, running, dead), not the finished one'
+);
+SELECT is(
+    (SELECT j.status FROM pgq.jobs AS j WHERE j.id = pg_temp.jid('waiting')),
+    'waiting',
+    'jobs: a job with a live dependency is waiting'
 );
 SELECT results_eq(
     $$
@@ -133,6 +141,18 @@ SELECT results_eq(
     'outcomes: one failed row for the dead job''s attempt'
 );
 
+-- pgq.schedules
+SELECT isnt(pgq.schedule('vs', '@hourly', 'vq', '{"s": 1}'), NULL, 'schedule vs is created');
+SELECT isnt(pgq.schedule('va', '0 3 * * *', 'vq_plain'), NULL, 'schedule va is created');
+SELECT results_eq(
+    $$SELECT s.name, s.cron, s.entrypoint, s.payload, s.last_run, s.next_run, s.created_at FROM pgq.schedules AS s$$,
+    $$
+        VALUES ('va', '0 3 * * *', 'vq_plain', NULL::jsonb, NULL::timestamptz, pgq._cron_next('0 3 * * *', now()), now()),
+               ('vs', '@hourly', 'vq', '{"s": 1}'::jsonb, NULL, pgq._cron_next('@hourly', now()), now())
+    $$,
+    'schedules: one row per schedule, by name, with cron, entrypoint, payload, last and next run'
+);
+
 -- Privileges.
 -- pgq.queues and pgq.jobs call pgq._defaults(), checked against the querying role.
 SET ROLE pgq_admin;
@@ -140,6 +160,7 @@ SELECT lives_ok($$SELECT * FROM pgq.queues$$, 'pgq_admin can read pgq.queues');
 SELECT lives_ok($$SELECT * FROM pgq.jobs$$, 'pgq_admin can read pgq.jobs');
 SELECT lives_ok($$SELECT * FROM pgq.workers$$, 'pgq_admin can read pgq.workers');
 SELECT lives_ok($$SELECT * FROM pgq.outcomes$$, 'pgq_admin can read pgq.outcomes');
+SELECT lives_ok($$SELECT * FROM pgq.schedules$$, 'pgq_admin can read pgq.schedules');
 SELECT throws_ok($$SELECT * FROM pgq._jobs$$, '42501', NULL, 'pgq_admin cannot read the table pgq._jobs');
 RESET ROLE;
 SET ROLE pgq_worker;
@@ -147,12 +168,14 @@ SELECT lives_ok($$SELECT * FROM pgq.queues$$, 'pgq_worker can read pgq.queues');
 SELECT lives_ok($$SELECT * FROM pgq.workers$$, 'pgq_worker can read pgq.workers');
 SELECT throws_ok($$SELECT * FROM pgq.jobs$$, '42501', NULL, 'pgq_worker cannot read pgq.jobs');
 SELECT throws_ok($$SELECT * FROM pgq.outcomes$$, '42501', NULL, 'pgq_worker cannot read pgq.outcomes');
+SELECT throws_ok($$SELECT * FROM pgq.schedules$$, '42501', NULL, 'pgq_worker cannot read pgq.schedules');
 RESET ROLE;
 SET ROLE pgq_producer;
 SELECT throws_ok($$SELECT * FROM pgq.queues$$, '42501', NULL, 'pgq_producer cannot read pgq.queues');
 SELECT throws_ok($$SELECT * FROM pgq.workers$$, '42501', NULL, 'pgq_producer cannot read pgq.workers');
 SELECT throws_ok($$SELECT * FROM pgq.jobs$$, '42501', NULL, 'pgq_producer cannot read pgq.jobs');
 SELECT throws_ok($$SELECT * FROM pgq.outcomes$$, '42501', NULL, 'pgq_producer cannot read pgq.outcomes');
+SELECT throws_ok($$SELECT * FROM pgq.schedules$$, '42501', NULL, 'pgq_producer cannot read pgq.schedules');
 RESET ROLE;
 
 SELECT * FROM finish();
