@@ -290,6 +290,13 @@ class Worker:
             except (WorkerGone, UnknownWorker) as exc:
                 await self._reregister(exc)
                 continue
+            except (PgqError, psycopg.Error) as exc:
+                # Not the connection: a bug or a misconfiguration. Keep the worker (and the
+                # leases of its running jobs) alive, say so, and try again later.
+                log.error("claim failed: %s; retrying in %.1f s", exc, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
             delay = 0.1
             for row in rows:
                 self._start(Job(**row, worker_id=self.worker_id))
@@ -433,6 +440,9 @@ class Worker:
             except (WorkerGone, UnknownWorker) as exc:
                 if not self._stopping.is_set():
                     await self._reregister(exc)
+                continue
+            except (PgqError, psycopg.Error) as exc:
+                log.error("heartbeat failed: %s", exc)
                 continue
             for row in rows:
                 entry = self._running.get(row["id"])

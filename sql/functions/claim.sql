@@ -4,8 +4,8 @@
 -- Limits are decided under a lock on the entrypoint's settings row, so concurrent claims
 -- cannot exceed them: with a concurrency limit an entrypoint gets at most (limit - running)
 -- jobs; with a rate, at most the whole tokens of its bucket, which refills at `rate` per
--- second up to max(1, rate/20) tokens (so no 1-second window sees more than about
--- 1.05 * rate starts). Entrypoints without limits take no lock beyond the claimed rows.
+-- second up to max(1, rate/10) tokens (so no 1-second window sees more than about
+-- 1.1 * rate starts). Entrypoints without limits take no lock beyond the claimed rows.
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
 --   worker registered); batch_size (1 to 10000, default 1).
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
@@ -41,6 +41,7 @@ DECLARE
     v_allow integer;
     v_rated text[] := '{}';
     v_tokens double precision[] := '{}';
+    v_stamps timestamptz[] := '{}';
     v_now timestamptz;
     v_bucket double precision;
 BEGIN
@@ -55,8 +56,6 @@ BEGIN
             format('This worker registered %s.', v_registered));
     END IF;
 
-    -- The wall clock, not now(): this claim may have waited for the lock below.
-    v_now := clock_timestamp();
     -- Limits: lock the settings rows in a fixed order (no deadlocks), then count running
     -- jobs in a fresh snapshot taken after the lock was granted.
     FOR v_queue IN
@@ -75,7 +74,9 @@ BEGIN
             v_allow := least(v_allow, greatest(v_queue.concurrency - v_running, 0));
         END IF;
         IF v_queue.rate IS NOT NULL THEN
-            v_bucket := greatest(1, v_queue.rate / 20);
+            -- The wall clock once the lock is ours, not now(): this claim may have waited.
+            v_now := clock_timestamp();
+            v_bucket := greatest(1, v_queue.rate / 10);
             v_bucket := least(
                 v_bucket,
                 coalesce(v_queue.rate_tokens, v_bucket)
@@ -84,6 +85,7 @@ BEGIN
             v_allow := least(v_allow, greatest(floor(v_bucket), 0)::integer);
             v_rated := v_rated || v_queue.entrypoint;
             v_tokens := v_tokens || v_bucket;
+            v_stamps := v_stamps || v_now;
         END IF;
         v_limited := v_limited || v_queue.entrypoint;
         v_allowed := v_allowed || v_allow;
@@ -130,8 +132,8 @@ BEGIN
     -- refilling from its last spend).
     spent AS (
         UPDATE pgq._queues AS q
-        SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = v_now
-        FROM unnest(v_rated, v_tokens) AS t (ep, tokens)
+        SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
+        FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
         JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
             ON n.entrypoint = t.ep
         WHERE q.entrypoint = t.ep

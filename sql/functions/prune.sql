@@ -3,6 +3,9 @@
 -- are dropped (cheap at any volume); rows of entrypoints with a shorter retention are
 -- deleted in batches of 10000 (at most 50 batches a call, so one call stays short; the
 -- next call continues). Also creates the coming days' partitions.
+-- Creating and dropping a partition needs a brief exclusive lock on the log, which any open
+-- transaction that read the log holds off; completions would queue behind the waiting
+-- DDL, so it waits at most 100 ms and otherwise leaves that partition to the next call.
 -- pg_cron runs it hourly; without pg_cron the workers' sweep runs it when the last prune
 -- is over two hours old. Concurrent calls: one prunes, the others return 0.
 -- Returns the number of outcomes removed.
@@ -21,6 +24,7 @@ DECLARE
     v_removed bigint := 0;
     v_rows bigint;
     v_batches integer := 0;
+    v_lock_timeout text := current_setting('lock_timeout');
 BEGIN
     -- Key: 'pgq', then 2 for pruning.
     IF NOT pg_try_advisory_xact_lock(7366513, 2) THEN
@@ -28,7 +32,13 @@ BEGIN
     END IF;
     INSERT INTO pgq._maintenance AS m (task, last_run) VALUES ('prune', now())
     ON CONFLICT ON CONSTRAINT _maintenance_pkey DO UPDATE SET last_run = excluded.last_run;
-    PERFORM pgq._ensure_partitions();
+    PERFORM set_config('lock_timeout', '100ms', TRUE);
+    BEGIN
+        PERFORM pgq._ensure_partitions();
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE NOTICE 'pgq.prune: the outcome log is in use; partitions will be created by a later prune';
+    END;
+    PERFORM set_config('lock_timeout', v_lock_timeout, TRUE);
 
     SELECT greatest(max(q.retention), v_default), least(min(q.retention), v_default)
     INTO v_longest, v_shortest
@@ -44,9 +54,17 @@ BEGIN
         ORDER BY c.relname
     LOOP
         IF v_partition.day_start + interval '1 day' <= now() - v_longest THEN
+            -- Counted before the lock: nothing is added to a partition this old.
             EXECUTE format('SELECT count(*) FROM pgq.%I', v_partition.relname) INTO v_rows;
-            EXECUTE format('DROP TABLE pgq.%I', v_partition.relname);
-            v_removed := v_removed + v_rows;
+            BEGIN
+                PERFORM set_config('lock_timeout', '100ms', TRUE);
+                EXECUTE format('LOCK TABLE pgq._outcomes, pgq.%I IN ACCESS EXCLUSIVE MODE', v_partition.relname);
+                EXECUTE format('DROP TABLE pgq.%I', v_partition.relname);
+                v_removed := v_removed + v_rows;
+            EXCEPTION WHEN lock_not_available THEN
+                RAISE NOTICE 'pgq.prune: % is in use; it will be dropped by a later prune', v_partition.relname;
+            END;
+            PERFORM set_config('lock_timeout', v_lock_timeout, TRUE);
         ELSIF v_partition.day_start < now() - v_shortest THEN
             -- Some entrypoints' rows in this day may have expired already.
             LOOP

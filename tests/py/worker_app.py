@@ -64,3 +64,33 @@ def tx(job: pgq.Job, conn) -> None:
     conn.execute("INSERT INTO tx_effects (job_id) VALUES (%s)", (job.id,))
     if (job.payload or {}).get("fail"):
         raise RuntimeError("fail after writing")
+
+
+# --- flow control (test_schedules.py, test_dependencies.py) ---------------------------------
+
+
+@worker.entrypoint("tick")
+async def tick(job: pgq.Job) -> None:
+    """A schedule's job: the event names the schedule's fire time (from the headers)."""
+    record(job, f"fire:{(job.headers or {}).get('fire_time', '-')}")
+
+
+async def _step(job: pgq.Job) -> None:
+    record(job, "start")
+    await asyncio.sleep(float((job.payload or {}).get("sleep", 0.05)))
+    record(job, "end")
+
+
+@worker.entrypoint("split")
+async def split(job: pgq.Job) -> None:
+    await _step(job)
+
+
+@worker.entrypoint("part")
+async def part(job: pgq.Job) -> None:
+    await _step(job)
+
+
+@worker.entrypoint("merge")
+async def merge(job: pgq.Job) -> None:
+    await _step(job)

@@ -219,7 +219,7 @@ SELECT is(
 );
 
 -- Rate limits: a token bucket per entrypoint, refilled at rate per second up to
--- max(1, rate/20) tokens; a claim takes at most the whole tokens in it.
+-- max(1, rate/10) tokens; a claim takes at most the whole tokens in it.
 SELECT lives_ok($$SELECT pgq.configure('r5', rate => 5)$$, 'entrypoint r5 gets rate 5');
 SELECT is(
     (SELECT count(*) FROM pgq.enqueue_batch('r5', array_fill('{}'::jsonb, ARRAY[20]))), 20::bigint, '20 r5 jobs are queued'
@@ -227,7 +227,7 @@ SELECT is(
 SELECT is(
     (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r5'], 10)),
     1::bigint,
-    'rate 5: the first claim of 10 gets 1 job (a full bucket holds max(1, 5/20) = 1 token)'
+    'rate 5: the first claim of 10 gets 1 job (a full bucket holds max(1, 5/10) = 1 token)'
 );
 SELECT ok(
     (SELECT q.rate_tokens >= 0 AND q.rate_tokens < 0.5 FROM pgq._queues AS q WHERE q.entrypoint = 'r5'),
@@ -264,13 +264,13 @@ SELECT is(
 );
 SELECT lives_ok($$SELECT pgq.configure('r100', rate => 100)$$, 'entrypoint r100 gets rate 100');
 SELECT is(
-    (SELECT count(*) FROM pgq.enqueue_batch('r100', array_fill('{}'::jsonb, ARRAY[30]))), 30::bigint,
-    '30 r100 jobs are queued'
+    (SELECT count(*) FROM pgq.enqueue_batch('r100', array_fill('{}'::jsonb, ARRAY[50]))), 50::bigint,
+    '50 r100 jobs are queued'
 );
 SELECT is(
-    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 10)),
-    5::bigint,
-    'rate 100: a batch of 10 gets 5 (a full bucket holds 100/20 = 5 tokens)'
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 20)),
+    10::bigint,
+    'rate 100: a batch of 20 gets 10 (a full bucket holds 100/10 = 10 tokens)'
 );
 SELECT is(
     (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 10)),
@@ -279,8 +279,8 @@ SELECT is(
 );
 SELECT lives_ok($$SELECT pgq.configure('r100', rate => 100)$$, 'the rate of r100 is set again');
 SELECT is(
-    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 10)),
-    5::bigint,
+    (SELECT count(*) FROM pgq.claim(pg_temp.wid('wr'), ARRAY['r100'], 20)),
+    10::bigint,
     'a rate set again starts with a full bucket'
 );
 SELECT lives_ok($$SELECT pgq.configure('rboth', rate => 100, concurrency => 2)$$, 'rboth gets rate 100 and concurrency 2');
