@@ -10,6 +10,7 @@ Every entry point holds a session advisory lock, so concurrent installs do not i
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -197,7 +198,16 @@ def _cron_conn(conn: psycopg.Connection, dsn: str, cron_db: str) -> Iterator[psy
 
 
 def _job_name(name: str, dbname: str) -> str:
-    return f"pgq-{name}:{dbname}"
+    """pg_cron job names are at most 63 bytes: a long database name is cut and hashed, so
+    that two databases sharing a long prefix do not share (and overwrite) their jobs."""
+    job = f"pgq-{name}:{dbname}"
+    if len(job.encode()) <= 63:
+        return job
+    digest = hashlib.sha256(dbname.encode()).hexdigest()[:12]
+    prefix = f"pgq-{name}:"
+    room = 63 - len(prefix.encode()) - len(digest) - 1
+    short = dbname.encode()[:room].decode(errors="ignore")
+    return f"{prefix}{short}~{digest}"
 
 
 def schedule_sweeps(conn: psycopg.Connection, dsn: str) -> list[str]:

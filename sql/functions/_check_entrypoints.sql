@@ -12,6 +12,10 @@ BEGIN
         PERFORM pgq._invalid(argument, 'must be a non-empty array',
             'Pass the entrypoints to work on, e.g. ARRAY[''send_email''].');
     END IF;
+    IF array_ndims(value) > 1 THEN
+        PERFORM pgq._invalid(argument, format('has %s dimensions', array_ndims(value)),
+            'Pass a one-dimensional array, e.g. ARRAY[''send_email''].');
+    END IF;
     IF cardinality(value) > 1000 THEN
         PERFORM pgq._invalid(argument, format('has %s elements', cardinality(value)),
             'At most 1000 entrypoints per call.');

@@ -9,6 +9,9 @@ AS $$
 BEGIN
     IF value IS NULL THEN
         PERFORM pgq._invalid(argument, 'must not be NULL', 'Pass an array of job ids, e.g. ARRAY[1, 2].');
+    ELSIF array_ndims(value) > 1 THEN
+        PERFORM pgq._invalid(argument, format('has %s dimensions', array_ndims(value)),
+            'Pass a one-dimensional array of job ids, e.g. ARRAY[1, 2].');
     ELSIF cardinality(value) > 10000 THEN
         PERFORM pgq._invalid(argument, format('has %s elements', cardinality(value)),
             'At most 10000 job ids per call; split the call.');

@@ -23,8 +23,9 @@ BEGIN
     IF run_at IS NOT NULL AND NOT isfinite(run_at) AND run_at > now() THEN
         PERFORM pgq._invalid('run_at', 'must not be infinity', 'Pass a finite time, or NULL for now.');
     END IF;
-    IF dedupe_key IS NOT NULL AND (dedupe_key = '' OR length(dedupe_key) > 1000) THEN
-        PERFORM pgq._invalid('dedupe_key', 'must be 1 to 1000 characters long',
+    -- In bytes: the key goes into a btree index with the entrypoint (at most 2704 bytes).
+    IF dedupe_key IS NOT NULL AND (dedupe_key = '' OR octet_length(dedupe_key) > 1000) THEN
+        PERFORM pgq._invalid('dedupe_key', 'must be 1 to 1000 bytes long',
             'Pass NULL for no deduplication.');
     END IF;
     IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN

@@ -50,7 +50,7 @@ BEGIN
         v_delay := coalesce(
             retry_in,
             make_interval(secs => least(
-                extract(EPOCH FROM v_base) * power(2, least(v_job.attempt, 1000)),
+                extract(EPOCH FROM v_base) * power(2, least(v_job.attempt, 60)),
                 extract(EPOCH FROM v_cap)
             ) * (0.5 + random() / 2))
         );

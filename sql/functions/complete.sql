@@ -23,9 +23,14 @@ BEGIN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
     END IF;
     PERFORM pgq._check_ids('job_ids', job_ids);
-    IF results IS NOT NULL AND cardinality(results) <> cardinality(job_ids) THEN
-        PERFORM pgq._invalid('results', 'must have one element per job id',
-            'Pass NULL, or an array as long as job_ids.');
+    IF results IS NOT NULL THEN
+        IF array_ndims(results) > 1 OR cardinality(results) <> cardinality(job_ids) THEN
+            PERFORM pgq._invalid('results', 'must have one element per job id',
+                'Pass NULL, or a one-dimensional array as long as job_ids.');
+        END IF;
+        -- Whatever their lower bounds, pair the arrays by position.
+        job_ids := ARRAY(SELECT unnest(job_ids));
+        results := ARRAY(SELECT unnest(results));
     END IF;
     WITH done AS (
         DELETE FROM pgq._jobs AS j

@@ -23,6 +23,9 @@ BEGIN
     PERFORM pgq._check_job(entrypoint, NULL, run_at, NULL, NULL, NULL);
     IF payloads IS NULL THEN
         PERFORM pgq._invalid('payloads', 'must not be NULL', 'Pass an array of jsonb payloads.');
+    ELSIF array_ndims(payloads) > 1 THEN
+        PERFORM pgq._invalid('payloads', format('has %s dimensions', array_ndims(payloads)),
+            'Pass a one-dimensional array of jsonb payloads.');
     ELSIF cardinality(payloads) > 100000 THEN
         PERFORM pgq._invalid('payloads', format('has %s elements', cardinality(payloads)),
             'At most 100000 jobs per call; split the batch.');

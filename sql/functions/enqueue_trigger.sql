@@ -3,12 +3,14 @@
 --       FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger('process_order');
 -- Argument 1 (required): the entrypoint. Argument 2 (optional): the priority.
 -- Payload: NEW (OLD on DELETE) as JSON; headers: {"table", "schema", "op"}.
--- The job commits or rolls back with the row change.
+-- The job commits or rolls back with the row change. The trigger runs as the role that
+-- changed the row (SECURITY INVOKER: turning the row into JSON may call casts that the
+-- table's owner defined), so roles that write to the table need pgq_producer.
 CREATE OR REPLACE FUNCTION pgq.enqueue_trigger()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
-SECURITY DEFINER
+SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

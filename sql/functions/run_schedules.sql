@@ -19,8 +19,9 @@ DECLARE
     v_fire text;
     v_count integer := 0;
 BEGIN
-    IF NOT isfinite(v_now) THEN
-        PERFORM pgq._invalid('now', 'must be a finite time', 'Pass NULL for the current time.');
+    IF NOT v_now BETWEEN '1970-01-01 00:00Z' AND '9999-12-31 00:00Z' THEN
+        PERFORM pgq._invalid('now', format('%s is out of range', v_now),
+            'Pass a time between 1970 and 9999, or NULL for the current time.');
     END IF;
     FOR v_schedule IN
         SELECT s.name, s.cron, s.entrypoint, s.payload, s.next_run

@@ -95,7 +95,11 @@ def cron_cleanup() -> Iterator[list[str]]:
     yield names
     if names:
         with psycopg.connect(ADMIN_DSN, autocommit=True) as c:
-            c.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE database = ANY(%s)", (names,))
+            log_jobs = [migrate._job_name(migrate.CRON_LOG_JOB[0], name) for name in names]
+            c.execute(
+                "SELECT cron.unschedule(jobid) FROM cron.job WHERE database = ANY(%s) OR jobname = ANY(%s)",
+                (names, log_jobs),
+            )
 
 
 def cron_jobs(database: str) -> list[tuple[str, str, str, bool]]:
