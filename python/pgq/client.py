@@ -83,6 +83,8 @@ class Client:
             open=False,
             name="pgq-client",
             check=ConnectionPool.check_connection,
+            # No server-side prepared statements, so the client works through PgBouncer.
+            kwargs={"prepare_threshold": None},
         )
         self._lock = threading.Lock()
         self._state = "new"  # new -> open -> closed

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+import pgq
 from conftest import ADMIN_DSN
 from workers import WorkerProcess, ledger_lines, outcome_count, wait_until
 
@@ -120,3 +121,10 @@ def test_without_listen_dsn_the_worker_warns_and_polls(dsn: str, bouncer: int, t
     _enqueue_through_bouncer(pooled, 200)
     wait_until(lambda: outcome_count(dsn) == 200, 60, "200 jobs by polling")
     assert worker.terminate() == 0
+
+
+def test_client_through_pgbouncer(dsn: str, bouncer: int) -> None:
+    with pgq.Client(_through(dsn, bouncer)) as client:
+        ids = [client.enqueue("noop", {"i": i}) for i in range(20)]  # past psycopg's prepare threshold
+        assert [client.job_status(i) for i in ids] == ["queued"] * 20
+        assert client.cancel(ids) == 20
