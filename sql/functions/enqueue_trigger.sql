@@ -16,13 +16,17 @@ AS $$
 DECLARE
     v_row jsonb;
 BEGIN
+    -- Raised here, not through pgq._invalid: this function runs as the writer, who may not
+    -- execute pgq's internal helpers.
     IF TG_LEVEL <> 'ROW' OR TG_NARGS < 1 THEN
-        PERFORM pgq._invalid('trigger arguments', 'needs FOR EACH ROW and an entrypoint',
-            'CREATE TRIGGER ... FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger(''entrypoint'').');
+        RAISE EXCEPTION 'pgq: invalid argument trigger arguments: needs FOR EACH ROW and an entrypoint'
+            USING ERRCODE = 'PQ001',
+            HINT = 'CREATE TRIGGER ... FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger(''entrypoint'').';
     END IF;
     IF TG_NARGS > 1 AND TG_ARGV[1] !~ '^-?[0-9]{1,9}$' THEN
-        PERFORM pgq._invalid('trigger argument 2 (priority)', format('%L is not an integer', TG_ARGV[1]),
-            'Pass the priority as an integer, e.g. pgq.enqueue_trigger(''entrypoint'', ''10'').');
+        RAISE EXCEPTION 'pgq: invalid argument trigger argument 2 (priority): % is not an integer', TG_ARGV[1]
+            USING ERRCODE = 'PQ001',
+            HINT = 'Pass the priority as an integer, e.g. pgq.enqueue_trigger(''entrypoint'', ''10'').';
     END IF;
     IF TG_OP = 'DELETE' THEN
         v_row := to_jsonb(OLD);

@@ -19,7 +19,7 @@ DECLARE
     v_fire text;
     v_count integer := 0;
 BEGIN
-    IF NOT v_now BETWEEN '1970-01-01 00:00Z' AND '9999-12-31 00:00Z' THEN
+    IF v_now < '1970-01-01 00:00Z' OR v_now >= '10000-01-01 00:00Z' THEN
         PERFORM pgq._invalid('now', format('%s is out of range', v_now),
             'Pass a time between 1970 and 9999, or NULL for the current time.');
     END IF;
