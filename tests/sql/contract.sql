@@ -204,7 +204,7 @@ SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'pgq.
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq.enqueue_batch is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger is SECURITY DEFINER');
+SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'pgq.fail is SECURITY DEFINER');
 SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid'], 'pgq.heartbeat is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');

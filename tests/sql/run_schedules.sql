@@ -150,7 +150,7 @@ SELECT results_eq(
 
 -- Bad input.
 SELECT throws_ok(
-    $$SELECT pgq.run_schedules('infinity')$$, 'PQ001', 'pgq: invalid argument now: must be a finite time',
+    $$SELECT pgq.run_schedules('infinity')$$, 'PQ001', 'pgq: invalid argument now: infinity is out of range',
     'now => infinity raises PQ001 naming the argument'
 );
 SELECT throws_ok($$SELECT pgq.run_schedules('-infinity')$$, 'PQ001', NULL, 'now => -infinity raises PQ001');
