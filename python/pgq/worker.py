@@ -138,6 +138,9 @@ class Worker:
         self._capacity = asyncio.Event()
         self._flush = asyncio.Event()
         self._completing = asyncio.Lock()
+        self._completing_ids: list[int] = []  # the batch pgq.complete is working on
+        self._registering = asyncio.Lock()
+        self._claim_lost: UUID | None = None  # a claim of this worker id lost its reply
         self._batch = self.batch_size or self.concurrency
         self._lease = 30.0
         self._poll = self.poll_interval
@@ -252,17 +255,32 @@ class Worker:
         rate = rows[0]["rate"]
         self._poll = min(self.poll_interval, max(1 / rate, 0.01)) if rate else self.poll_interval
 
-    async def _reregister(self, reason: Exception) -> None:
-        """Our worker row is gone (reaped after a long outage): the jobs we hold were or will
-        be re-delivered elsewhere, so stop them and start over under a new id."""
-        log.warning("worker %s: %s; registering again", self.worker_id, reason)
-        old = self.worker_id
-        for job, task, handler in list(self._running.values()):
-            if job.worker_id == old:
-                job._cancel.set()
-                if handler.is_async:
-                    task.cancel()
-        await self._register()
+    async def _reregister(self, reason: Exception, old: UUID | None) -> None:
+        """Our worker row `old` is gone (reaped after a long outage): the jobs we hold were or
+        will be re-delivered elsewhere, so stop them and start over under a new id. The claim
+        and heartbeat loops may both find out: the lock and the id check make it happen once."""
+        async with self._registering:
+            if self.worker_id != old:
+                return  # the other loop registered already
+            log.warning("worker %s: %s; registering again", old, reason)
+            for job, task, handler in list(self._running.values()):
+                if job.worker_id == old:
+                    job._cancel.set()
+                    if handler.is_async:
+                        task.cancel()
+            await self._register()
+
+    async def _release_unknown(self, worker_id: UUID | None) -> None:
+        """A claim's reply was lost: it may have committed, leaving us jobs we will never run
+        (and would keep alive with our heartbeats). Give back all but the ones we know of."""
+        known = [*self._running, *(job.id for job in self._done), *self._completing_ids]
+        rows = await self._sql(
+            "SELECT pgq.release(worker_id => %s::uuid, keep => %s::bigint[]) AS released",
+            (worker_id, known),
+        )
+        self._claim_lost = None
+        if rows[0]["released"]:
+            log.warning("released %d jobs of a claim whose reply was lost", rows[0]["released"])
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -276,19 +294,24 @@ class Worker:
                 continue
             wanted = min(free, self._batch)
             self._wake.clear()
+            worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
             try:
+                if self._claim_lost == worker_id:
+                    await self._release_unknown(worker_id)
                 rows = await self._sql(
                     "SELECT * FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[],"
                     " batch_size => %s::int)",
-                    (self.worker_id, self.entrypoints, wanted),
+                    (worker_id, self.entrypoints, wanted),
                 )
             except _TRANSIENT as exc:
+                # The claim may have committed before the connection broke.
+                self._claim_lost = worker_id
                 log.warning("claim failed (%s); retrying in %.1f s", str(exc).strip(), delay)
                 await self._sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, 1.0)
                 continue
             except (WorkerGone, UnknownWorker) as exc:
-                await self._reregister(exc)
+                await self._reregister(exc, worker_id)
                 continue
             except (PgqError, psycopg.Error) as exc:
                 # Not the connection: a bug or a misconfiguration. Keep the worker (and the
@@ -299,7 +322,7 @@ class Worker:
                 continue
             delay = 0.1
             for row in rows:
-                self._start(Job(**row, worker_id=self.worker_id))
+                self._start(Job(**row, worker_id=worker_id))
             if len(rows) < wanted:
                 # Drained: sleep until a NOTIFY, or poll (a lost NOTIFY, a run_at reached).
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -412,11 +435,15 @@ class Worker:
             for job in batch:
                 by_worker.setdefault(job.worker_id, []).append(job.id)
             for worker_id, ids in by_worker.items():
-                rows = await self._retrying(
-                    "complete",
-                    "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[]) AS id",
-                    (worker_id, ids),
-                )
+                self._completing_ids = ids
+                try:
+                    rows = await self._retrying(
+                        "complete",
+                        "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[]) AS id",
+                        (worker_id, ids),
+                    )
+                finally:
+                    self._completing_ids = []
                 self.completed += len(rows)
                 if len(rows) < len(ids):
                     lost = sorted(set(ids) - {r["id"] for r in rows})
@@ -431,15 +458,16 @@ class Worker:
         while True:
             # Well inside the lease: a missed beat or two still keeps the jobs.
             await asyncio.sleep(min(max(self._lease / 4, 0.1), 10.0))
+            worker_id = self.worker_id
             try:
-                rows = await self._sql("SELECT pgq.heartbeat(worker_id => %s::uuid) AS id", (self.worker_id,))
+                rows = await self._sql("SELECT pgq.heartbeat(worker_id => %s::uuid) AS id", (worker_id,))
                 await self._refresh_settings()
             except _TRANSIENT as exc:
                 log.warning("heartbeat failed (%s)", str(exc).strip())
                 continue
             except (WorkerGone, UnknownWorker) as exc:
                 if not self._stopping.is_set():
-                    await self._reregister(exc)
+                    await self._reregister(exc, worker_id)
                 continue
             except (PgqError, psycopg.Error) as exc:
                 log.error("heartbeat failed: %s", exc)

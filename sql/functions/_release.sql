@@ -1,8 +1,9 @@
--- pgq._release(worker_ids): running jobs held by these (stopped or dead) workers go back to
--- queued, or to canceled when cancellation was requested. The UPDATE re-checks that the job
+-- pgq._release(worker_ids, keep): running jobs held by these workers (stopped, dead, or
+-- one that lost a claim's reply), except those in keep, go back to queued, or to canceled
+-- when cancellation was requested. The UPDATE re-checks that the job
 -- is still running under that worker, so a job completed meanwhile is never touched.
 -- Returns the number of jobs released or canceled.
-CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[])
+CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[], keep bigint[] DEFAULT '{}')
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -18,6 +19,7 @@ BEGIN
     WITH canceled AS (
         DELETE FROM pgq._jobs AS j
         WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.cancel_requested
+          AND j.id <> ALL (keep)
         RETURNING j.*
     ),
     logged AS (
@@ -37,7 +39,7 @@ BEGIN
     WITH released AS (
         UPDATE pgq._jobs AS j
         SET status = 'queued', worker_id = NULL, started_at = NULL
-        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids)
+        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.id <> ALL (keep)
         RETURNING j.entrypoint
     )
     SELECT count(*), array_agg(DISTINCT r.entrypoint) INTO v_released, v_entrypoints

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(198);
+SELECT plan(205);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -11,7 +11,7 @@ SELECT functions_are(
     'pgq',
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
-        'fail', 'heartbeat', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'resume', 'retry',
+        'fail', 'heartbeat', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume', 'retry',
         'run_schedules', 'schedule', 'settings', 'stats', 'unregister_worker', 'unschedule'
     ]::name[]
     || (
@@ -98,6 +98,11 @@ SELECT is(
     'pgq.reap arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.release(uuid, bigint[])')),
+    'worker_id uuid, keep bigint[]',
+    'pgq.release arguments: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.register_worker(text, text[])')),
     'name text, entrypoints text[]',
     'pgq.register_worker arguments: names, types and defaults'
@@ -157,6 +162,7 @@ SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_s
 SELECT function_returns('pgq', 'pause', ARRAY['text'], 'void', 'pgq.pause returns void');
 SELECT function_returns('pgq', 'prune', ARRAY[]::name[], 'bigint', 'pgq.prune returns bigint');
 SELECT function_returns('pgq', 'reap', ARRAY[]::name[], 'integer', 'pgq.reap returns integer');
+SELECT function_returns('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'integer', 'pgq.release returns integer');
 SELECT function_returns('pgq', 'register_worker', ARRAY['text', 'text[]'], 'uuid', 'pgq.register_worker returns uuid');
 SELECT function_returns('pgq', 'resume', ARRAY['text'], 'void', 'pgq.resume returns void');
 SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry returns integer');
@@ -211,6 +217,7 @@ SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECUR
 SELECT is_definer('pgq', 'pause', ARRAY['text'], 'pgq.pause is SECURITY DEFINER');
 SELECT is_definer('pgq', 'prune', ARRAY[]::name[], 'pgq.prune is SECURITY DEFINER');
 SELECT is_definer('pgq', 'reap', ARRAY[]::name[], 'pgq.reap is SECURITY DEFINER');
+SELECT is_definer('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq.release is SECURITY DEFINER');
 SELECT is_definer('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq.register_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'resume', ARRAY['text'], 'pgq.resume is SECURITY DEFINER');
 SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFINER');
@@ -346,6 +353,18 @@ SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_producer', ARRAY[
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.reap');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.reap');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'public', ARRAY[]::name[], 'public cannot execute pgq.reap');
+SELECT function_privs_are(
+    'pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.release'
+);
+SELECT function_privs_are(
+    'pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.release'
+);
+SELECT function_privs_are(
+    'pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.release'
+);
+SELECT function_privs_are(
+    'pgq', 'release', ARRAY['uuid', 'bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.release'
+);
 SELECT function_privs_are('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.register_worker');
 SELECT function_privs_are('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.register_worker');
 SELECT function_privs_are('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.register_worker');
