@@ -13,13 +13,14 @@ PSQL := psql -X -q -v ON_ERROR_STOP=1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer
 
-.PHONY: help deps apt venv db db-stop lint test tap pytest demo bench clean
+.PHONY: help deps apt venv db db-stop lint test tap pytest demo bench soak clean
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
 	@echo "make test     lint, pgTAP and pytest against the local cluster"
 	@echo "make lint     sqlfluff + ruff"
 	@echo "make bench    the benchmark"
+	@echo "make soak     the chaos soak (MINUTES=10; restarts the cluster)"
 	@echo "make db       start the local cluster (make db-stop stops it)"
 	@echo "make deps     install what is missing (Debian packages, virtualenv)"
 
@@ -69,6 +70,12 @@ demo: deps db
 
 bench: deps db
 	$(PGQ) bench --dsn $(ADMIN_DSN)
+
+# The chaos soak, long form: `make soak MINUTES=10`. It restarts the cluster of PGQ_PORT /
+# PGQ_PGDATA (both passed on to scripts/db.sh), so point those at a cluster of your own.
+MINUTES ?= 10
+soak: deps db
+	$(PY) tests/py/soak.py --dsn $(ADMIN_DSN) --minutes $(MINUTES)
 
 clean: db-stop
 	rm -rf .pgdata $(VENV)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's own throwaway PostgreSQL cluster: its own data directory, port and socket
 # under .pgdata/ in the repo (or $PGQ_PGDATA), pg_cron preloaded, trust auth on loopback only.
-# It never touches a system cluster. Usage: scripts/db.sh start|stop|restart|status|dsn
+# It never touches a system cluster. Usage: scripts/db.sh start|stop|restart|crash|status|dsn
+# (restart stops with -m fast; crash stops with -m immediate, as a power cut would, then starts).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -89,6 +90,13 @@ stop() {
     fi
 }
 
+crash() {
+    if [ -f "$data/PG_VERSION" ] && running; then
+        as_owner "$BIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null
+    fi
+    start
+}
+
 dsn() {
     echo "postgresql://$superuser@127.0.0.1:$PGQ_PORT/postgres"
 }
@@ -97,7 +105,8 @@ case "${1:-start}" in
     start) start ;;
     stop) stop ;;
     restart) stop; start ;;
+    crash) crash ;;
     status) if running; then echo "running: $(dsn)"; else echo "stopped"; exit 1; fi ;;
     dsn) dsn ;;
-    *) echo "usage: $0 start|stop|restart|status|dsn" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|crash|status|dsn" >&2; exit 2 ;;
 esac
