@@ -3,6 +3,8 @@
 One entrypoint, `bench`, with a no-op async handler (with --ledger, it first appends
 "job_id unix_time" to that file, for the latency scenario). --managers QueueManagers run
 in this process, each on its own asyncpg connection. Runs until SIGTERM or SIGINT.
+With --wait-for-go it connects, prints "ready" and waits for SIGUSR1 before it dequeues,
+so that the benchmark can start every process at the same moment.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ async def main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: [qm.shutdown.set() for qm in managers])
+    if args.wait_for_go:
+        go = asyncio.Event()
+        loop.add_signal_handler(signal.SIGUSR1, go.set)
+        print("ready", flush=True)
+        await asyncio.wait_for(go.wait(), 600)
     try:
         await asyncio.gather(
             *(
@@ -70,6 +77,7 @@ if __name__ == "__main__":
     parser.add_argument("--dequeue-timeout", type=float, default=30.0)
     parser.add_argument("--ledger")
     parser.add_argument("--uvloop", action="store_true")
+    parser.add_argument("--wait-for-go", action="store_true")
     args = parser.parse_args()
     if args.uvloop:
         import uvloop

@@ -14,9 +14,11 @@ enqueue and latency side by side.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import statistics
 import sys
 import time
 import traceback
@@ -33,7 +35,7 @@ from .bench_peer import Peer, PeerUnavailable
 from .bench_report import render, targets
 from .dsn import resolve_dsn
 
-SCENARIOS = ["raw", "drain", "enqueue", "latency", "backlog", "xmin", "peer"]
+SCENARIOS = ["raw", "sql", "drain", "enqueue", "latency", "backlog", "xmin", "peer"]
 
 
 def _sizes(text: str) -> list[int]:
@@ -62,6 +64,11 @@ def _sizes(text: str) -> list[int]:
 @click.option("--backlog-sizes", help="Queued jobs for the backlog scenario  [default: 10000,100000,1000000]")
 @click.option("--latency-rate", type=click.FloatRange(min=1), default=50.0, show_default=True, help="Jobs/s.")
 @click.option("--timeout", type=click.FloatRange(min=10), default=300.0, show_default=True, help="Per drain.")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    help="Runs of each throughput measurement; the best counts  [default: 3; 1 with --quick]",
+)
 @click.option("--quick", is_flag=True, help="Small N, short runs, no 1M backlog, no PgQueuer.")
 @click.option("--no-peer", is_flag=True, help="Skip PgQueuer.")
 @click.option("--only", help=f"Comma-separated subset of: {','.join(SCENARIOS)}.")
@@ -82,6 +89,7 @@ def bench_command(
     backlog_sizes: str | None,
     latency_rate: float,
     timeout: float,
+    repeat: int | None,
     quick: bool,
     no_peer: bool,
     only: str | None,
@@ -95,6 +103,7 @@ def bench_command(
         raise click.BadParameter(f"unknown scenarios {sorted(unknown)}", param_hint="--only")
     jobs = jobs or (10_000 if quick else 100_000)
     seconds = seconds or (2 if quick else 10)
+    repeat = repeat or (1 if quick else 3)
     sizes = _sizes(backlog_sizes or ("10000,100000" if quick else "10000,100000,1000000"))
     out_dir = Path(".bench").resolve()
     json_path = (json_path or out_dir / "results.json").resolve()
@@ -111,6 +120,7 @@ def bench_command(
         "seconds": seconds,
         "backlog_sizes": sizes,
         "latency_rate": latency_rate,
+        "repeat": repeat,
         "quick": quick,
     }
     results: dict[str, Any] = {
@@ -120,61 +130,23 @@ def bench_command(
         "parameters": params,
         "scenarios": {},
     }
-    scenarios: dict[str, Any] = results["scenarios"]
     began = time.monotonic()
-
-    def run(name: str, fn: Callable[[], dict[str, Any]]) -> None:
-        if name not in selected:
-            scenarios[name] = {"skipped": "not selected (--only)"}
-            return
-        note(f"--- {name}")
-        t0 = time.monotonic()
-        try:
-            scenarios[name] = fn()
-        except (BenchError, OSError) as exc:
-            scenarios[name] = {"error": str(exc)}
-            note(f"{name}: error: {exc}")
-        except Exception as exc:  # a bug in one scenario must not lose the others' figures
-            scenarios[name] = {"error": f"{type(exc).__name__}: {exc}"}
-            note(traceback.format_exc())
-        scenarios[name]["wall_s"] = round(time.monotonic() - t0, 1)
-
     drain_args = {
         "workers": workers,
         "concurrency": concurrency,
         "batch_size": batch_size,
         "timeout": timeout,
     }
-    run("raw", lambda: bench_pgq.raw_limit(server, jobs=jobs, seconds=seconds, batch_size=batch_size))
-    run(
-        "drain",
-        lambda: bench_pgq.drain(
-            server,
-            "drain",
-            fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, "drain: enqueuing"),
-            jobs=jobs,
-            **drain_args,
-        ),
+    peer_skip = "--quick" if quick else ("--no-peer" if no_peer else None)
+    results["scenarios"] = Rounds(server, selected, repeat).run(
+        jobs=jobs,
+        seconds=seconds,
+        sizes=sizes,
+        latency_rate=latency_rate,
+        drain_args=drain_args,
+        peer_skip=peer_skip,
     )
-    run("enqueue", lambda: bench_pgq.enqueue(server, seconds=seconds))
-    run("latency", lambda: bench_pgq.latency(server, seconds=seconds, rate=latency_rate))
-    run("backlog", lambda: _backlog(server, sizes, drain_args))
-    run(
-        "xmin",
-        lambda: bench_pgq.drain(
-            server,
-            "xmin",
-            fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, "xmin: enqueuing"),
-            jobs=jobs,
-            hold_xmin=True,
-            **drain_args,
-        ),
-    )
-    if quick or no_peer:
-        scenarios["peer"] = {"skipped": "--quick" if quick else "--no-peer"}
-    else:
-        run("peer", lambda: _peer(server, jobs=jobs, seconds=seconds, rate=latency_rate, timeout=timeout))
-
+    scenarios = results["scenarios"]
     results["wall_s"] = round(time.monotonic() - began, 1)
     results["targets"] = targets(scenarios)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,51 +157,213 @@ def bench_command(
         sys.exit(1)
 
 
-def _backlog(server: Server, sizes: list[int], drain_args: dict[str, Any]) -> dict[str, Any]:
-    """Drain the same sample (the smallest size) of one entrypoint with `size` jobs queued
-    in all, spread over size/sample entrypoints; workers take only the sample's."""
-    sample = sizes[0]
-    out: dict[str, Any] = {"sample": sample, "runs": {}}
-    for size in sizes:
-        spread = max(1, size // sample)
-        sample_jobs = -(-size // spread)
-        r = bench_pgq.drain(
-            server,
-            f"backlog_{size}",
-            fill=bench_pgq.backlog_fill(size, sample),
-            jobs=sample_jobs,
-            **drain_args,
-        )
-        out["runs"][str(size)] = {**r, "queued": size, "entrypoints": spread}
-    base = out["runs"][str(sample)]["jobs_per_s"]
-    for run in out["runs"].values():
-        run["ratio_to_smallest"] = round(run["jobs_per_s"] / base, 3) if base else None
-    return out
+class Rounds:
+    """Runs the scenarios in rounds: each round measures every throughput scenario once
+    (raw limit, SQL cycle, pgq drain, PgQueuer drain, held xmin, backlogs), so that other
+    load on the machine falls on all of them alike; the fastest run of each counts. The
+    enqueue cases and the latency runs of pgq and PgQueuer run back to back."""
 
+    def __init__(self, server: Server, selected: list[str], repeat: int) -> None:
+        self.server = server
+        self.selected = selected
+        self.repeat = repeat
+        self.runs: dict[str, list[dict[str, Any]]] = {}
+        self.errors: dict[str, str] = {}
 
-def _peer(server: Server, *, jobs: int, seconds: int, rate: float, timeout: float) -> dict[str, Any]:
-    peer = Peer(server)
-    try:
-        version = peer.install()
-    except PeerUnavailable as exc:
-        note(f"peer: skipped: {exc}")
-        return {"skipped": str(exc)}
-    out: dict[str, Any] = {"version": version}
-
-    def part(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def attempt(self, key: str, fn: Callable[[], Any]) -> Any:
+        """Run one measurement; after a failure, that key is not tried again."""
+        if key in self.errors:
+            return None
         try:
-            out[name] = fn()
-        except BenchError as exc:
-            out[name] = {"error": str(exc)}
-            note(f"peer {name}: error: {exc}")
-        return out[name]
+            result = fn()
+        except (BenchError, OSError) as exc:
+            self.errors[key] = str(exc)
+            note(f"{key}: error: {exc}")
+            return None
+        except Exception as exc:  # a bug in one scenario must not lose the others' figures
+            self.errors[key] = f"{type(exc).__name__}: {exc}"
+            note(traceback.format_exc())
+            return None
+        if isinstance(result, dict):
+            self.runs.setdefault(key, []).append(result)
+        return result
 
-    drain = part(
-        "drain", lambda: peer.tuned_drain(jobs=jobs, trial_jobs=max(1000, jobs // 4), timeout=timeout)
-    )
-    part("enqueue", lambda: peer.enqueue(seconds=seconds))
-    part("latency", lambda: peer.latency(seconds=seconds, rate=rate, batch_size=drain.get("batch_size", 10)))
-    errors = [f"{k}: {v['error']}" for k, v in out.items() if isinstance(v, dict) and "error" in v]
-    if errors:
-        out["error"] = "; ".join(errors)
-    return out
+    def best(self, key: str, rate: str) -> dict[str, Any]:
+        if key in self.errors:
+            return {"error": self.errors[key]}
+        results = self.runs.get(key, [])
+        if not results:
+            return {"skipped": "not run"}
+        best = max(results, key=lambda r: r[rate])
+        rates = [r[rate] for r in results]
+        return {**best, "runs": rates, "median": statistics.median(rates)}
+
+    def run(
+        self,
+        *,
+        jobs: int,
+        seconds: int,
+        sizes: list[int],
+        latency_rate: float,
+        drain_args: dict[str, Any],
+        peer_skip: str | None,
+    ) -> dict[str, Any]:
+        server, on = self.server, self.selected.__contains__
+        cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
+
+        def pgq_drain(name: str, hold_xmin: bool = False) -> dict[str, Any]:
+            return bench_pgq.drain(
+                server,
+                name,
+                fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, f"{name}: enqueuing"),
+                jobs=jobs,
+                hold_xmin=hold_xmin,
+                **drain_args,
+            )
+
+        peer, peer_out, best_cfg = None, {}, None
+        if on("peer") and peer_skip is None:
+            note("--- peer: PgQueuer")
+            peer = Peer(server)
+            try:
+                peer_out["version"] = peer.install()
+            except PeerUnavailable as exc:
+                note(f"peer: skipped: {exc}")
+                peer, peer_skip = None, str(exc)
+        if peer is not None:
+            trials = self.attempt(
+                "peer_tune",
+                lambda: {"trials": peer.tune(trial_jobs=max(1000, jobs // 4), timeout=drain_args["timeout"])},
+            )
+            if trials:
+                top = max(trials["trials"], key=lambda r: r["jobs_per_s"])
+                best_cfg = {k: top[k] for k in ("processes", "managers", "batch_size")}
+                peer_out["trials"] = trials["trials"]
+
+        sample = sizes[0]
+        for n in range(self.repeat):
+            note(f"=== round {n + 1} of {self.repeat}")
+            if on("raw"):
+                self.attempt("raw", lambda: bench_pgq.raw_limit(server, **cycle))
+            if on("sql"):
+                self.attempt("sql", lambda: bench_pgq.sql_cycle(server, **cycle))
+            if on("drain"):
+                self.attempt("drain", lambda: pgq_drain("drain"))
+            if peer is not None and best_cfg is not None:
+                self.attempt(
+                    "peer_drain",
+                    lambda cfg=best_cfg: peer.drain(
+                        "peer_drain", jobs=jobs, timeout=drain_args["timeout"], **cfg
+                    ),
+                )
+            if on("xmin"):
+                self.attempt("xmin", lambda: pgq_drain("xmin", hold_xmin=True))
+            for size in sizes if on("backlog") else []:
+                spread = max(1, size // sample)
+                self.attempt(
+                    f"backlog_{size}",
+                    lambda size=size, spread=spread: {
+                        **bench_pgq.drain(
+                            server,
+                            f"backlog_{size}",
+                            fill=bench_pgq.backlog_fill(size, sample),
+                            jobs=-(-size // spread),
+                            **drain_args,
+                        ),
+                        "queued": size,
+                        "entrypoints": spread,
+                    },
+                )
+
+        enqueue: dict[str, Any] = {}
+        peer_enqueue: dict[str, Any] = {}
+        if on("enqueue") or peer is not None:
+            # Alternating pgq and PgQueuer in short runs; the best run of each counts.
+            short = max(1, round(seconds / self.repeat))
+            with contextlib.ExitStack() as stack:
+                mine = stack.enter_context(server.database("enqueue")) if on("enqueue") else None
+                theirs = stack.enter_context(peer.enqueue_database()) if peer is not None else None
+                for n in range(self.repeat):
+                    note(f"--- enqueue, round {n + 1} of {self.repeat}, {short} s per run")
+                    for case in bench_pgq.ENQUEUE_CASES:
+                        key, _, clients, per_call = case
+                        if mine is not None:
+                            rates = self.attempt(
+                                "enqueue",
+                                lambda c=case: bench_pgq.enqueue_case(server, mine, c, seconds=short),
+                            )
+                            for k, v in (rates or {}).items():
+                                enqueue[k] = max(v, enqueue.get(k, 0.0))
+                        if peer is not None and theirs is not None:
+                            rate = self.attempt(
+                                "peer_enqueue",
+                                lambda k=key, c=clients, p=per_call: peer.enqueue_case(
+                                    theirs, k, c, p, seconds=short
+                                ),
+                            )
+                            if rate is not None:
+                                peer_enqueue[f"client_{key}"] = max(
+                                    rate, peer_enqueue.get(f"client_{key}", 0.0)
+                                )
+
+        if on("latency"):
+            note("--- latency")
+            self.attempt("latency", lambda: bench_pgq.latency(server, seconds=seconds, rate=latency_rate))
+        if peer is not None:
+            batch = best_cfg["batch_size"] if best_cfg else 10
+            self.attempt(
+                "peer_latency", lambda: peer.latency(seconds=seconds, rate=latency_rate, batch_size=batch)
+            )
+
+        out: dict[str, Any] = {}
+        for name, key, rate in [
+            ("raw", "raw", "rows_per_s"),
+            ("sql", "sql", "jobs_per_s"),
+            ("drain", "drain", "jobs_per_s"),
+            ("xmin", "xmin", "jobs_per_s"),
+            ("latency", "latency", "p50_ms"),
+        ]:
+            out[name] = self.best(key, rate) if on(name) else {"skipped": "not selected (--only)"}
+        if on("latency") and "latency" in self.runs:
+            out["latency"] = {**self.runs["latency"][0]}
+        out["enqueue"] = (
+            ({"error": self.errors["enqueue"]} if "enqueue" in self.errors else enqueue)
+            if on("enqueue")
+            else {"skipped": "not selected (--only)"}
+        )
+        if on("backlog"):
+            runs = {str(size): self.best(f"backlog_{size}", "jobs_per_s") for size in sizes}
+            base = runs[str(sample)].get("jobs_per_s")
+            for r in runs.values():
+                if base and "jobs_per_s" in r:
+                    r["ratio_to_smallest"] = round(r["jobs_per_s"] / base, 3)
+            errors = [f"{size}: {r['error']}" for size, r in runs.items() if "error" in r]
+            out["backlog"] = {
+                "sample": sample,
+                "runs": runs,
+                **({"error": "; ".join(errors)} if errors else {}),
+            }
+        else:
+            out["backlog"] = {"skipped": "not selected (--only)"}
+        if peer is None:
+            out["peer"] = {"skipped": peer_skip or "not selected (--only)"}
+        else:
+            drain = self.best("peer_drain", "jobs_per_s")
+            if "peer_tune" in self.errors:
+                drain = {"error": self.errors["peer_tune"]}
+            peer_out["drain"] = {**drain, "trials": peer_out.pop("trials", [])}
+            peer_out["enqueue"] = (
+                {"error": self.errors["peer_enqueue"]} if "peer_enqueue" in self.errors else peer_enqueue
+            )
+            peer_out["latency"] = (
+                {"error": self.errors["peer_latency"]}
+                if "peer_latency" in self.errors
+                else {**(self.runs.get("peer_latency") or [{}])[0]}
+            )
+            failed = [
+                f"{k}: {v['error']}" for k, v in peer_out.items() if isinstance(v, dict) and "error" in v
+            ]
+            if failed:
+                peer_out["error"] = "; ".join(failed)
+            out["peer"] = peer_out
+        return out

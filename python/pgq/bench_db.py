@@ -202,6 +202,15 @@ class Processes:
             self.procs.append(proc)
             self.logs.append(path)
 
+    def signal_all(self, sig: signal.Signals) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(sig)
+
+    def all_printed(self, marker: str) -> bool:
+        self.check_alive()
+        return all(marker in path.read_text(errors="replace") for path in self.logs)
+
     def check_alive(self) -> None:
         for proc, path in zip(self.procs, self.logs, strict=True):
             if proc.poll() is not None:
@@ -233,78 +242,3 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: flo
         if time.monotonic() > deadline:
             raise BenchError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
-
-
-# --- the drain timer --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Probes:
-    """SQL a drain is measured with; each returns one row.
-
-    started: (bool) a job was taken. busy: (bool) anything queued or running is left.
-    finished: (count, exact start or NULL, end) of the completed jobs.
-    completed: an approximate completed count for the progress bar (cheap).
-    """
-
-    started: str
-    busy: str
-    finished: str
-    completed: str
-
-
-def measure_drain(
-    dsn: str,
-    jobs: int,
-    probes: Probes,
-    procs: Processes,
-    *,
-    release: Callable[[], None] | None,
-    timeout: float,
-    label: str,
-) -> dict[str, Any]:
-    """Release the workers, wait until nothing is queued or running, time it from the DB.
-
-    The start is the first claim (exact where the queue records it, else the last poll that
-    saw nothing taken, at 10 ms intervals); the end is the last completion's timestamp.
-    Past `timeout` the rate is computed over what completed so far (timed_out = true).
-    """
-    timed_out = False
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        before = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-        if release is not None:
-            release()
-        deadline = time.monotonic() + timeout
-        while True:
-            now, started = conn.execute(f"SELECT clock_timestamp(), ({probes.started})").fetchone()
-            if started:
-                break
-            before = now
-            procs.check_alive()
-            if time.monotonic() > deadline:
-                raise BenchError(f"{label}: no job was taken within {timeout:.0f} s")
-            time.sleep(0.01)
-        with progress(jobs, label) as bar:
-            shown = 0
-            while conn.execute(probes.busy).fetchone()[0]:
-                procs.check_alive()
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    break
-                done = int(conn.execute(probes.completed).fetchone()[0] or 0)
-                if done > shown:
-                    bar.update(min(done, jobs) - shown)
-                    shown = min(done, jobs)
-                time.sleep(0.25)
-            bar.update(jobs - shown)
-        count, start, end = conn.execute(probes.finished).fetchone()
-    start = start or before
-    if not count or end is None:
-        raise BenchError(f"{label}: no job completed")
-    seconds = (end - start).total_seconds()
-    return {
-        "jobs": int(count),
-        "seconds": round(seconds, 3),
-        "jobs_per_s": round(count / seconds, 1) if seconds > 0 else 0.0,
-        "timed_out": timed_out,
-    }

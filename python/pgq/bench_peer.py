@@ -7,28 +7,30 @@ python; its schema is installed with its own CLI.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .bench_db import (
     BenchError,
-    Probes,
     Processes,
     Server,
     bench_dir,
     execute,
     last_line,
-    measure_drain,
     note,
     progress,
     settle,
     to_url,
     wait_for,
 )
+from .bench_drain import Probes, measure_drain
 from .bench_pgq import latency_summary
 
 PACKAGES = ["pgqueuer", "asyncpg", "uvloop"]
@@ -144,7 +146,14 @@ class Peer:
                 raise BenchError("pgqueuer_client.py fill failed")
 
     def worker_argv(self, dsn: str, batch_size: int, managers: int, ledger: Path | None = None) -> list[str]:
-        argv = [str(self.python), self.script("pgqueuer_worker.py"), "--dsn", dsn, "--uvloop"]
+        argv = [
+            str(self.python),
+            self.script("pgqueuer_worker.py"),
+            "--dsn",
+            dsn,
+            "--uvloop",
+            "--wait-for-go",
+        ]
         argv += ["--batch-size", str(batch_size), "--managers", str(managers)]
         if ledger is not None:
             argv += ["--ledger", str(ledger)]
@@ -155,7 +164,8 @@ class Peer:
     def drain(
         self, name: str, *, jobs: int, processes: int, managers: int, batch_size: int, timeout: float
     ) -> dict[str, Any]:
-        """Drain `jobs` pre-enqueued jobs; the clock starts at the first pick (10 ms polls)."""
+        """Drain `jobs` pre-enqueued jobs. The worker processes connect, then all start
+        dequeuing on SIGUSR1; the clock starts at the first pick (seen by 10 ms polls)."""
         with self.server.database(name, pgq=False) as libpq_dsn:
             dsn = to_url(libpq_dsn)
             self.install_schema(dsn)
@@ -163,17 +173,23 @@ class Peer:
             settle(dsn, "pgqueuer")
             with Processes(self.server.log_dir, name) as procs:
                 procs.start(self.worker_argv(dsn, batch_size, managers), count=processes)
+                wait_for("PgQueuer workers", lambda: procs.all_printed("ready"), timeout=60)
                 result = measure_drain(
-                    dsn, jobs, PEER_PROBES, procs, release=None, timeout=timeout, label=f"{name}: draining"
+                    dsn,
+                    jobs,
+                    PEER_PROBES,
+                    procs,
+                    release=lambda: procs.signal_all(signal.SIGUSR1),
+                    timeout=timeout,
+                    label=f"{name}: draining",
                 )
         return {**result, "processes": processes, "managers": managers, "batch_size": batch_size}
 
-    def tuned_drain(self, *, jobs: int, trial_jobs: int, timeout: float) -> dict[str, Any]:
-        """Try a few (processes, managers per process, batch size) on trial_jobs; run the
-        best one on `jobs`."""
-        configs = [(2, 1, 10), (2, 1, 100), (2, 2, 100), (2, 2, 200), (4, 1, 100)]
+    def tune(self, *, trial_jobs: int, timeout: float) -> list[dict[str, Any]]:
+        """Drain trial_jobs with a few (processes, managers per process, batch size); the
+        fastest is the configuration the comparison uses."""
         trials = []
-        for processes, managers, batch in configs:
+        for processes, managers, batch in [(2, 1, 10), (2, 1, 100), (2, 2, 100), (2, 2, 200), (4, 1, 100)]:
             r = self.drain(
                 f"peer_tune_{processes}x{managers}x{batch}",
                 jobs=trial_jobs,
@@ -185,33 +201,25 @@ class Peer:
             trials.append(r)
             rate = r["jobs_per_s"]
             note(f"peer: {processes} processes x {managers} managers, batch {batch}: {rate:.0f} jobs/s")
-        best = max(trials, key=lambda r: r["jobs_per_s"])
-        final = self.drain(
-            "peer_drain",
-            jobs=jobs,
-            processes=best["processes"],
-            managers=best["managers"],
-            batch_size=best["batch_size"],
-            timeout=timeout,
-        )
-        return {**final, "trials": trials}
+        return trials
 
-    def enqueue(self, *, seconds: int) -> dict[str, Any]:
-        runs: dict[str, Any] = {}
-        cases = [("single_1conn", 1, 1), ("single_8conn", 8, 1), ("batch1000_1conn", 1, 1000)]
+    @contextlib.contextmanager
+    def enqueue_database(self) -> Iterator[str]:
         with self.server.database("peer_enqueue", pgq=False) as libpq_dsn:
             dsn = to_url(libpq_dsn)
             self.install_schema(dsn)
-            for key, connections, per_call in cases:
-                execute(dsn, "TRUNCATE pgqueuer, pgqueuer_log", "CHECKPOINT")
-                note(f"peer enqueue: {key}, {seconds} s")
-                r = self.client(
-                    *("enqueue", "--dsn", dsn, "--connections", str(connections)),
-                    *("--per-call", str(per_call), "--seconds", str(seconds)),
-                    timeout=seconds + 120,
-                )
-                runs[f"client_{key}"] = round(float(r["jobs_per_s"]), 1)
-        return runs
+            yield dsn
+
+    def enqueue_case(self, dsn: str, key: str, connections: int, per_call: int, *, seconds: int) -> float:
+        """jobs/s through Queries.enqueue: one job per call, or lists of per_call."""
+        execute(dsn, "TRUNCATE pgqueuer, pgqueuer_log", "CHECKPOINT")
+        note(f"peer enqueue: {key}, {seconds} s")
+        r = self.client(
+            *("enqueue", "--dsn", dsn, "--connections", str(connections)),
+            *("--per-call", str(per_call), "--seconds", str(seconds)),
+            timeout=seconds + 120,
+        )
+        return round(float(r["jobs_per_s"]), 1)
 
     def latency(self, *, seconds: int, rate: float, batch_size: int) -> dict[str, Any]:
         ledger = self.server.log_dir / "peer-latency-ledger.txt"
@@ -222,6 +230,8 @@ class Peer:
             self.install_schema(dsn)
             with Processes(self.server.log_dir, "peer_latency") as procs:
                 procs.start(self.worker_argv(dsn, batch_size, 1, ledger))
+                wait_for("the PgQueuer worker", lambda: procs.all_printed("ready"), timeout=60)
+                procs.signal_all(signal.SIGUSR1)
                 # Ready when a first job has run; then let the worker go idle.
                 probe = self.client("latency", "--dsn", dsn, "--rate", "1", "--seconds", "1", timeout=60)
                 first = set(probe["committed"])

@@ -15,18 +15,17 @@ import psycopg
 from .bench_app import ENTRYPOINT
 from .bench_db import (
     BenchError,
-    Probes,
     Processes,
     Server,
     bench_dir,
     execute,
-    measure_drain,
     note,
     pgbench,
     progress,
     settle,
     wait_for,
 )
+from .bench_drain import Probes, measure_drain, pgbench_drain
 from .client import Client
 
 PAYLOAD = '{"n": 1}'
@@ -77,12 +76,17 @@ def raw_limit(
             "raw: filling",
         )
         settle(dsn, "raw_jobs")
-        note(f"raw: pgbench, {clients} clients, batch {batch_size}, up to {seconds} s")
-        run = pgbench(
+        note(f"raw: pgbench, {clients} clients, batch {batch_size}, until drained (at most {seconds} s)")
+        run = pgbench_drain(
             dsn,
             bench_dir() / "raw_cycle.sql",
             clients=clients,
             seconds=seconds,
+            empty=(
+                "SELECT NOT EXISTS (SELECT 1 FROM raw_jobs WHERE entrypoint = 'bench' AND status = 'queued')"
+                " AND NOT EXISTS (SELECT 1 FROM raw_jobs WHERE entrypoint = 'bench' AND status = 'running')"
+            ),
+            completed="SELECT count(*) FROM raw_outcomes",
             defines={"batch": batch_size},
             log=server.log_dir / "raw-pgbench.log",
         )
@@ -99,7 +103,45 @@ def raw_limit(
         "left": left,
         "clients": clients,
         "batch_size": batch_size,
-        "pgbench_tps": run["tps"],
+        "drained": run["drained"],
+        "cpu": run["cpu"],
+    }
+
+
+def sql_cycle(
+    server: Server, *, jobs: int, seconds: int, batch_size: int, clients: int = 2
+) -> dict[str, Any]:
+    """The same cycle through pgq.claim and pgq.complete under pgbench (no Python worker)."""
+    with server.database("sql_cycle") as dsn:
+        enqueue_jobs(dsn, jobs, "pgq SQL: enqueuing")
+        settle(dsn, "pgq._jobs")
+        for client in range(clients):  # pgbench's client ids 0..clients-1
+            execute(
+                dsn,
+                "INSERT INTO pgq._workers (id, name, entrypoints) VALUES (md5(%s)::uuid, %s, %s)",
+                params=(str(client), f"pgbench-{client}", [ENTRYPOINT]),
+            )
+        note(f"pgq SQL: pgbench, {clients} clients, batch {batch_size}, until drained (at most {seconds} s)")
+        run = pgbench_drain(
+            dsn,
+            bench_dir() / "pgq_cycle.sql",
+            clients=clients,
+            seconds=seconds,
+            empty=f"SELECT NOT ({PGQ_PROBES.busy.removeprefix('SELECT ')})",
+            completed=f"SELECT count(*) FROM pgq.outcomes WHERE entrypoint = '{ENTRYPOINT}'",
+            defines={"batch": batch_size},
+            log=server.log_dir / "pgq-sql-pgbench.log",
+        )
+        count, start, end = execute(dsn, PGQ_PROBES.finished)[0]
+    span = (end - start).total_seconds()
+    return {
+        "jobs": count,
+        "seconds": round(span, 3),
+        "jobs_per_s": round(count / span, 1),
+        "clients": clients,
+        "batch_size": batch_size,
+        "drained": run["drained"],
+        "cpu": run["cpu"],
     }
 
 
@@ -219,32 +261,30 @@ def backlog_fill(size: int, sample: int) -> Callable[[str], None]:
 # --- 3. enqueue ---------------------------------------------------------------------------
 
 
-def enqueue(server: Server, *, seconds: int) -> dict[str, Any]:
-    """Enqueue rates: pgbench (SQL alone) and pgq.Client (the Python client), jobs/s."""
-    scripts = bench_dir()
-    runs: dict[str, Any] = {}
-    cases = [
-        ("single_1conn", "pgq_enqueue.sql", 1, 1),
-        ("single_8conn", "pgq_enqueue.sql", 8, 1),
-        ("batch1000_1conn", "pgq_enqueue_batch.sql", 1, 1000),
-    ]
-    with server.database("enqueue") as dsn:
-        for key, script, clients, per_call in cases:
-            execute(dsn, "TRUNCATE pgq._jobs CASCADE", "CHECKPOINT")
-            note(f"enqueue: pgbench {script}, {clients} connection(s), {seconds} s")
-            run = pgbench(
-                dsn,
-                scripts / script,
-                clients=clients,
-                seconds=seconds,
-                log=server.log_dir / f"enqueue-{key}.log",
-            )
-            runs[f"pgbench_{key}"] = round(run["tps"] * per_call, 1)
-        for key, _, clients, per_call in cases:
-            execute(dsn, "TRUNCATE pgq._jobs CASCADE", "CHECKPOINT")
-            note(f"enqueue: pgq.Client, {key}, {seconds} s")
-            runs[f"client_{key}"] = client_enqueue(dsn, clients=clients, per_call=per_call, seconds=seconds)
-    return runs
+ENQUEUE_CASES = [
+    # key, pgbench script, connections, jobs per call
+    ("single_1conn", "pgq_enqueue.sql", 1, 1),
+    ("single_8conn", "pgq_enqueue.sql", 8, 1),
+    ("batch1000_1conn", "pgq_enqueue_batch.sql", 1, 1000),
+]
+
+
+def enqueue_case(
+    server: Server, dsn: str, case: tuple[str, str, int, int], *, seconds: int
+) -> dict[str, float]:
+    """One enqueue case, jobs/s: through pgbench (the SQL alone) and pgq.Client (Python)."""
+    key, script, clients, per_call = case
+    execute(dsn, "TRUNCATE pgq._jobs CASCADE", "CHECKPOINT")
+    note(f"enqueue: pgbench {script}, {clients} connection(s), {seconds} s")
+    run = pgbench(
+        dsn, bench_dir() / script, clients=clients, seconds=seconds, log=server.log_dir / f"enqueue-{key}.log"
+    )
+    execute(dsn, "TRUNCATE pgq._jobs CASCADE", "CHECKPOINT")
+    note(f"enqueue: pgq.Client, {key}, {seconds} s")
+    return {
+        f"pgbench_{key}": round(run["tps"] * per_call, 1),
+        f"client_{key}": client_enqueue(dsn, clients=clients, per_call=per_call, seconds=seconds),
+    }
 
 
 def client_enqueue(dsn: str, *, clients: int, per_call: int, seconds: float) -> float:

@@ -102,7 +102,7 @@ def render(results: dict[str, Any]) -> str:
         f" synchronous_commit={pg['synchronous_commit']},"
         f" shared_buffers={pg['shared_buffers']}; {results['machine']['cores']} cores",
         f"N={p['jobs']:,} jobs, W={p['workers']} worker processes x concurrency {p['concurrency']},"
-        f" batch size {p['batch_size']}; timed runs {p['seconds']} s;"
+        f" batch size {p['batch_size']}; timed runs {p['seconds']} s; best of {p.get('repeat', 1)} runs;"
         f" latency at {p['latency_rate']:.0f} jobs/s"
         + (f"; PgQueuer {peer_version}" if peer_version else ""),
         "",
@@ -117,6 +117,16 @@ def render(results: dict[str, Any]) -> str:
             "",
             "",
             f"the ceiling; batch {_get(s, 'raw', 'batch_size') or '-'}",
+        ]
+    )
+    sql_rate = _get(s, "sql", "jobs_per_s")
+    rows.append(
+        [
+            "the same cycle through pgq.claim/pgq.complete (pgbench, no worker)",
+            _rate(sql_rate),
+            "",
+            "",
+            f"{_x(_ratio(sql_rate, raw))} of the raw limit",
         ]
     )
     pd = _get(s, "peer", "drain") or {}
@@ -187,6 +197,26 @@ def render(results: dict[str, Any]) -> str:
         ]
     )
     lines += _table(rows)
+    cpu_rows = [["CPU per job (busy run)", "client processes", "PostgreSQL backends", "other load"]]
+    for label, node in [
+        ("raw limit (pgbench)", s.get("raw")),
+        ("pgq SQL cycle (pgbench)", s.get("sql")),
+        ("pgq drain (workers)", s.get("drain")),
+        ("PgQueuer drain (workers)", _get(s, "peer", "drain")),
+        ("pgq drain, held xmin", s.get("xmin")),
+    ]:
+        cpu = (node or {}).get("cpu") if isinstance(node, dict) else None
+        if cpu:
+            cpu_rows.append(
+                [
+                    label,
+                    f"{cpu['clients_us_per_job']:.1f} us",
+                    f"{cpu['postgres_us_per_job']:.1f} us",
+                    f"{cpu['others_cores']:.2f} cores",
+                ]
+            )
+    if len(cpu_rows) > 1:
+        lines += ["", *_table(cpu_rows)]
     problems = [f"{name}: {v['error']}" for name, v in s.items() if isinstance(v, dict) and "error" in v]
     skipped = [f"{name}: {v['skipped']}" for name, v in s.items() if isinstance(v, dict) and "skipped" in v]
     if skipped:

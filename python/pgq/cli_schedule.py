@@ -35,10 +35,7 @@ def schedule(dsn: str | None, name: str, cron: str, entrypoint: str, payload_jso
     payload = parse_payload(payload_json)
     with make_client(dsn) as client:
         next_run = client.schedule(name, cron, entrypoint, payload)
-    if next_run is None:
-        click.echo(f"{name}: next run never ({cron!r} matches no date)")
-    else:
-        click.echo(f"{name}: next run {utc(next_run)} ({relative(next_run)})")
+    click.echo(f"{name}: next run {utc(next_run)} ({relative(next_run)})")
 
 
 @click.command()

@@ -82,9 +82,9 @@ class Client:
             timeout=timeout,
             open=False,
             name="pgq-client",
-            check=ConnectionPool.check_connection,
-            # No server-side prepared statements, so the client works through PgBouncer.
-            kwargs={"prepare_threshold": None},
+            # Autocommit: one round trip per call, no BEGIN/COMMIT around it. No server-side
+            # prepared statements, so the client works through PgBouncer.
+            kwargs={"autocommit": True, "prepare_threshold": None},
         )
         self._lock = threading.Lock()
         self._state = "new"  # new -> open -> closed
@@ -349,14 +349,14 @@ class Client:
         payload: Any = None,
         *,
         conn: Conn = None,
-    ) -> datetime | None:
+    ) -> datetime:
         """Create or replace the periodic job `name` (pgq.schedule); returns its next run.
 
         cron: 5 fields in UTC (minute hour day-of-month month day-of-week) or a macro such
         as @daily. Every matching minute, pgq.run_schedules enqueues one job of entrypoint
-        with payload. Replacing a schedule keeps its last run. The next run is None when
-        the expression matches no date (e.g. '0 0 31 2 *'). Raises InvalidCron (naming the
-        field), InvalidArgument, PayloadTooLarge.
+        with payload. Replacing a schedule keeps its last run (and its next run when the
+        cron is unchanged). Raises InvalidCron (naming the field, or for an expression that
+        matches no date such as '0 0 31 2 *'), InvalidArgument, PayloadTooLarge.
         """
         query = (
             "SELECT pgq.schedule(name => %(name)s::text, cron => %(cron)s::text,"

@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import traceback
 import uuid
 from collections.abc import Callable
@@ -46,6 +47,19 @@ class _Handler:
     fn: Callable[..., Any]
     is_async: bool
     transactional: bool
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(coro: Any, seconds: float) -> Any:
+        """Await coro for at most `seconds` (TimeoutError). Unlike wait_for, no extra Task."""
+        async with asyncio.timeout(seconds):
+            return await coro
+
+else:
+
+    async def _within(coro: Any, seconds: float) -> Any:
+        return await asyncio.wait_for(coro, seconds)
 
 
 class _Fenced(Exception):
@@ -336,7 +350,7 @@ class Worker:
         handler = self._handlers[job.entrypoint]
         if job.deliveries > 1:
             log.info("job %d (%s): delivery %d", job.id, job.entrypoint, job.deliveries)
-        task = asyncio.create_task(self._execute(job, handler))
+        task = self._loop.create_task(self._execute(job, handler))
         self._running[job.id] = (job, task, handler)
 
     # --- running handlers ---------------------------------------------------------------
@@ -354,7 +368,7 @@ class Worker:
                 self.completed += 1
                 return
             if handler.is_async:
-                await asyncio.wait_for(handler.fn(job), timeout)
+                await _within(handler.fn(job), timeout)
             else:
                 await asyncio.wait_for(
                     asyncio.shield(self._loop.run_in_executor(self._executor, handler.fn, job)),

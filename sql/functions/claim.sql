@@ -96,9 +96,11 @@ BEGIN
         SELECT
             e.ep,
             least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) AS n,
-            coalesce(q.timeout, (pgq._defaults()).timeout) AS timeout,
-            coalesce(q.max_attempts, (pgq._defaults()).max_attempts) AS max_attempts
+            coalesce(q.timeout, d.timeout) AS timeout,
+            coalesce(q.max_attempts, d.max_attempts) AS max_attempts
         FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+        -- Once, not per row: a function returning a record is not folded to a constant.
+        CROSS JOIN pgq._defaults() AS d
         LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
         LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
         WHERE NOT coalesce(q.paused, FALSE)

@@ -34,7 +34,11 @@ BEGIN
     END IF;
     WITH done AS (
         DELETE FROM pgq._jobs AS j
-        WHERE j.id = ANY (job_ids) AND j.worker_id = complete.worker_id AND j.status = 'running'
+        -- IS NOT DISTINCT FROM (worker_id is not NULL here) keeps the planner on the primary
+        -- key: with `=` it may walk the running index, which a held snapshot fills with dead
+        -- entries.
+        WHERE j.id = ANY (job_ids) AND j.worker_id IS NOT DISTINCT FROM complete.worker_id
+          AND j.status = 'running'
         RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
                   j.has_dependents
     ),

@@ -1,0 +1,50 @@
+"""Smoke test of `pgq bench`: every pgq scenario runs at a tiny size and reports positive
+figures in the JSON (PgQueuer is skipped: it needs its own virtualenv and the network)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import ADMIN_DSN
+from pgq.bench_db import PGBENCH_DEFAULT
+from pgq.cli import main
+
+pytestmark = pytest.mark.skipif(
+    not (os.access(PGBENCH_DEFAULT, os.X_OK) or shutil.which("pgbench")), reason="pgbench is not installed"
+)
+
+
+def test_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            *("bench", "--dsn", ADMIN_DSN, "--quick", "--no-peer", "--jobs", "500", "--seconds", "1"),
+            *("--backlog-sizes", "500,2000", "--latency-rate", "40", "--timeout", "60"),
+            *("--json", str(out), "--db-prefix", f"bench_test_{os.getpid()}_"),
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    s = data["scenarios"]
+    assert set(s) == {"raw", "sql", "drain", "enqueue", "latency", "backlog", "xmin", "peer"}
+    assert "skipped" in s["peer"]
+    assert s["raw"]["rows_per_s"] > 0 and s["raw"]["rows"] == 500
+    assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
+    for name in ("drain", "xmin"):
+        assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
+    for key in ("single_1conn", "single_8conn", "batch1000_1conn"):
+        assert s["enqueue"][f"pgbench_{key}"] > 0 and s["enqueue"][f"client_{key}"] > 0
+    assert s["latency"]["samples"] == 40 and s["latency"]["p50_ms"] <= s["latency"]["p99_ms"]
+    runs = s["backlog"]["runs"]
+    assert set(runs) == {"500", "2000"}
+    assert all(r["jobs"] == 500 and r["jobs_per_s"] > 0 for r in runs.values())
+    assert [t["met"] for t in data["targets"]], data["targets"]
+    assert "raw limit" in result.output and "targets:" in result.output
