@@ -48,6 +48,7 @@ FUNCTIONS: dict[str, set[str]] = {
     "complete": {WORKER, ADMIN},
     "fail": {WORKER, ADMIN},
     "reap": {WORKER, ADMIN},
+    "release": {WORKER, ADMIN},
     "settings": {WORKER, ADMIN},
     "cancel": {ADMIN},
     "retry": {ADMIN},
