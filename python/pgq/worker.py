@@ -503,8 +503,7 @@ class Worker:
             try:
                 async with await psycopg.AsyncConnection.connect(listen_dsn, autocommit=True) as conn:
                     await conn.execute("LISTEN pgq")
-                    notifies = conn.notifies()
-                    if not await self._notifications_arrive(notifies):
+                    if not await self._notifications_arrive(conn):
                         log.warning(
                             "NOTIFY does not reach the LISTEN connection (a pooler in transaction mode?);"
                             " polling every %.2f s instead. Pass listen_dsn, a direct connection to"
@@ -514,7 +513,7 @@ class Worker:
                         return
                     delay = 0.1
                     self._wake.set()  # jobs may have arrived while we were not listening
-                    async for notify in notifies:
+                    async for notify in conn.notifies():
                         if notify.payload in self._handlers:
                             self._wake.set()
             except psycopg.OperationalError as exc:
@@ -522,7 +521,7 @@ class Worker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _notifications_arrive(self, notifies: Any) -> bool:
+    async def _notifications_arrive(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Send ourselves a NOTIFY through the pool and wait for it on the LISTEN connection.
 
         Behind PgBouncer in transaction mode the LISTEN lands on a pooled server connection
@@ -530,18 +529,16 @@ class Worker:
         every job; a direct connection gets the probe within milliseconds.
         """
         token = f"probe:{uuid.uuid4()}"
-
-        async def probe_arrives() -> bool:
-            async for notify in notifies:
+        await self._retrying("notify probe", "SELECT pg_notify('pgq', %s)", (token,))
+        probe = conn.notifies(timeout=10)
+        try:
+            async for notify in probe:
                 if notify.payload == token:
                     return True
             return False
-
-        await self._retrying("notify probe", "SELECT pg_notify('pgq', %s)", (token,))
-        try:
-            return await asyncio.wait_for(probe_arrives(), 10)
-        except asyncio.TimeoutError:
-            return False
+        finally:
+            # Close it now: the generator holds the connection's lock until it is closed.
+            await probe.aclose()
 
     # --- shutdown -----------------------------------------------------------------------
 
