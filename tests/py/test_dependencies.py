@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from workers import WorkerProcess, ledger_lines, wait_until
+from workers import WorkerProcess, ledger_lines, wait_until, wait_until_waiting_on_lock
 
 
 def register(conn: psycopg.Connection, entrypoints: list[str]) -> uuid.UUID:
@@ -57,16 +57,6 @@ def complete(conn: psycopg.Connection, worker: uuid.UUID, job_id: int) -> list[i
 
 def status(conn: psycopg.Connection, job_id: int) -> str | None:
     return conn.execute("SELECT pgq.job_status(%s)", (job_id,)).fetchone()[0]
-
-
-def wait_until_waiting_on_lock(conn: psycopg.Connection, pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-        if row and row[0] == "Lock":
-            return True
-        time.sleep(0.01)
-    return False
 
 
 # --- the last two dependencies complete at once ------------------------------------------

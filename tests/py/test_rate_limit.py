@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from workers import WorkerProcess, ledger_lines, scalar
+from workers import WorkerProcess, ledger_lines, scalar, wait_until_waiting_on_lock
 
 # --- real worker processes ----------------------------------------------------------------
 
@@ -254,16 +254,6 @@ def test_tight_loop_unlimited_entrypoint_runs_at_full_speed(tight_loop: TightLoo
 def test_tight_loop_claims_never_raise(tight_loop: TightLoop) -> None:
     # Regression (fixed in 46863d7): ~270 of ~1500 claims raised 'LIMIT must not be negative'.
     assert tight_loop.errors == [], f"{len(tight_loop.errors)} claims raised, e.g. {tight_loop.errors[:1]}"
-
-
-def wait_until_waiting_on_lock(conn: psycopg.Connection, pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-        if row and row[0] == "Lock":
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_claim_that_waited_for_the_bucket_behind_a_later_claim(dsn: str, conn: psycopg.Connection) -> None:

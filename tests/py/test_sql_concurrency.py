@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from workers import wait_until_waiting_on_lock
+
 
 def register(conn: psycopg.Connection, name: str, entrypoints: list[str]) -> uuid.UUID:
     return conn.execute("SELECT pgq.register_worker(%s, %s::text[])", (name, entrypoints)).fetchone()[0]
@@ -49,16 +51,6 @@ def run_in_threads(fns: list[Callable[[], Any]], timeout: float = 120) -> list[A
     with ThreadPoolExecutor(max_workers=len(fns)) as pool:
         futures = [pool.submit(fn) for fn in fns]
         return [f.result(timeout=timeout) for f in futures]
-
-
-def wait_until_waiting_on_lock(conn: psycopg.Connection, pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-        if row and row[0] == "Lock":
-            return True
-        time.sleep(0.02)
-    return False
 
 
 # --- SKIP LOCKED ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import pytest
 
 from pgq import WorkerGone
 from pgq.errors import translate
+from workers import wait_until_waiting_on_lock
 
 LEASE = 1.0
 
@@ -60,16 +61,6 @@ def outcomes(conn: psycopg.Connection, job_id: int) -> list[tuple[str, int, uuid
         "SELECT outcome, deliveries, worker_id FROM pgq._outcomes WHERE job_id = %s ORDER BY finished_at",
         (job_id,),
     ).fetchall()
-
-
-def wait_until_waiting_on_lock(conn: psycopg.Connection, pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-        if row and row[0] == "Lock":
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def run_in_threads(fns: list[Callable[[], Any]], timeout: float = 60) -> list[Any]:

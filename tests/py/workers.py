@@ -93,3 +93,14 @@ def outcome_count(dsn: str, outcome: str = "succeeded", entrypoint: str | None =
         "SELECT count(*) FROM pgq.outcomes WHERE outcome = %s AND (%s::text IS NULL OR entrypoint = %s)",
         (outcome, entrypoint, entrypoint),
     )
+
+
+def wait_until_waiting_on_lock(conn: psycopg.Connection, pid: int, seconds: float = 10) -> bool:
+    """Whether the backend `pid` is (or comes to be, within `seconds`) waiting for a lock."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        if row and row[0] == "Lock":
+            return True
+        time.sleep(0.01)
+    return False
