@@ -570,12 +570,20 @@ class QueueModel(RuleBasedStateMachine):
             job.outcomes.append(("succeeded", job.attempt, job.deliveries, holder))
             job.holder = job.started_at = None
 
-    @rule(w=PICK, picks=PICKS)
-    def complete_not_held(self, w: int, picks: list[int]) -> None:
+    def not_held_by(self, worker: Worker, elsewhere: bool) -> list[int]:
+        """Ids the worker does not hold: only those another worker holds, if `elsewhere` and
+        there are any (the case fencing is for), else any job or an unknown id."""
+        others = [j.id for j in self.in_state("running") if j.holder != worker.id]
+        return (elsewhere and others) or [
+            *(i for i in self.job_ids() if self.jobs[i].holder != worker.id),
+            BOGUS_ID,
+        ]
+
+    @rule(w=PICK, picks=PICKS, elsewhere=st.booleans())
+    def complete_not_held(self, w: int, picks: list[int], elsewhere: bool) -> None:
         """Completion by a worker that does not hold the jobs changes nothing."""
         worker = self.choose_worker(w)
-        not_mine = [i for i in self.job_ids() if self.jobs[i].holder != worker.id] + [BOGUS_ID]
-        ids = [self.pick(not_mine, p) for p in picks]
+        ids = [self.pick(self.not_held_by(worker, elsewhere), p) for p in picks]
         before = self.snapshot()
         _, rows = self.call(
             self.slots[worker.slot], "SELECT * FROM pgq.complete(%s, %s::bigint[])", (worker.id, ids)
@@ -598,11 +606,11 @@ class QueueModel(RuleBasedStateMachine):
         assert rows[0][0] == expected, f"fail({job.id}) returned {rows[0][0]}, expected {expected}"
         self.resolve_read_back()
 
-    @rule(w=PICK, p=PICK, retry_in=st.sampled_from([None, 10]))
-    def fail_not_held(self, w: int, p: int, retry_in: int | None) -> None:
+    @rule(w=PICK, p=PICK, elsewhere=st.booleans(), retry_in=st.sampled_from([None, 10]))
+    def fail_not_held(self, w: int, p: int, elsewhere: bool, retry_in: int | None) -> None:
         """fail by a worker that does not hold the job returns NULL and changes nothing."""
         worker = self.choose_worker(w)
-        job_id = self.pick([i for i in self.job_ids() if self.jobs[i].holder != worker.id] + [BOGUS_ID], p)
+        job_id = self.pick(self.not_held_by(worker, elsewhere), p)
         before = self.snapshot()
         _, rows = self.call(
             self.slots[worker.slot],
@@ -621,9 +629,11 @@ class QueueModel(RuleBasedStateMachine):
         assert rows[0][0] == expected, f"reap() acted on {rows[0][0]} jobs, expected {expected}"
 
     @precondition(lambda self: self.jobs)
-    @rule(picks=PICKS, bogus=st.booleans())
-    def cancel(self, picks: list[int], bogus: bool) -> None:
-        ids = [self.pick(self.job_ids(), p) for p in picks] + ([BOGUS_ID] if bogus else [])
+    @rule(picks=PICKS, running=st.booleans(), bogus=st.booleans())
+    def cancel(self, picks: list[int], running: bool, bogus: bool) -> None:
+        """Some jobs (running ones only, if `running` and there are any), maybe an unknown id."""
+        pool = [j.id for j in self.in_state("running")] if running else []
+        ids = [self.pick(pool or self.job_ids(), p) for p in picks] + ([BOGUS_ID] if bogus else [])
         _, rows = self.call(self.admin, "SELECT pgq.cancel(%s::bigint[])", (ids,))
         count = 0
         for job_id in dict.fromkeys(ids):
