@@ -66,7 +66,7 @@ pytest: deps db
 test: deps db lint tap pytest
 
 demo: deps db
-	PGQ_DEMO_DSN=$(ADMIN_DSN) $(PY) -m pgq.demo
+	PGQ_DEMO_DSN=$(ADMIN_DSN) $(PY) -m pgq.cli.demo
 
 bench: deps db
 	$(PGQ) bench --dsn $(ADMIN_DSN)

@@ -1,5 +1,5 @@
 """`python -m pgq ...` is the `pgq` command."""
 
-from .cli import main
+from .cli.main import main
 
 main()

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import ADMIN_DSN
-from pgq.bench_db import PGBENCH_DEFAULT
-from pgq.cli import main
+from pgq.bench.db import PGBENCH_DEFAULT
+from pgq.cli.main import main
 
 pytestmark = pytest.mark.skipif(
     not (os.access(PGBENCH_DEFAULT, os.X_OK) or shutil.which("pgbench")), reason="pgbench is not installed"

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 
-import pgq.cli_status
+import pgq.cli.status
 from pgq import Client
-from pgq.cli import main
+from pgq.cli.main import main
 
 
 @pytest.fixture
@@ -170,9 +170,9 @@ def test_status_watch_on_a_terminal_uses_a_live_display(
     monkeypatch.setenv("FORCE_COLOR", "1")  # rich: stdout is a terminal
     monkeypatch.setenv("TERM", "xterm-256color")
     snapshots = []
-    take = pgq.cli_status.take_snapshot
+    take = pgq.cli.status.take_snapshot
     monkeypatch.setattr(
-        pgq.cli_status, "take_snapshot", lambda *a: snapshots.append(take(*a)) or snapshots[-1]
+        pgq.cli.status, "take_snapshot", lambda *a: snapshots.append(take(*a)) or snapshots[-1]
     )
     out = ok(run(dsn, "status", "--watch", "--iterations", "3", "--interval", "0.01"))
     assert len(snapshots) == 3
@@ -182,15 +182,15 @@ def test_status_watch_on_a_terminal_uses_a_live_display(
 
 def test_status_watch_survives_a_lost_connection(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    take = pgq.cli_status.take_snapshot
+    take = pgq.cli.status.take_snapshot
 
-    def flaky(*args: object) -> pgq.cli_status.Snapshot:
+    def flaky(*args: object) -> pgq.cli.status.Snapshot:
         calls.append(1)
         if len(calls) == 2:
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return take(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pgq.cli_status, "take_snapshot", flaky)
+    monkeypatch.setattr(pgq.cli.status, "take_snapshot", flaky)
     out = ok(run(dsn, "status", "--watch", "--iterations", "3", "--interval", "0.01"))
     frames = out.split("pgq status at ")[1:]
     assert len(frames) == 3
@@ -202,7 +202,7 @@ def test_status_watch_exits_0_on_ctrl_c(dsn: str, monkeypatch: pytest.MonkeyPatc
     def interrupted(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pgq.cli_status.time, "sleep", interrupted)
+    monkeypatch.setattr(pgq.cli.status.time, "sleep", interrupted)
     out = ok(run(dsn, "status", "--watch"))
     assert out.count("pgq status at") == 1
     assert "every 2s, Ctrl-C to quit" in out and "workers: 0 alive, 0 dead, 0 stopped" in out

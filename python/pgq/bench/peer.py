@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .bench_db import (
+from .db import (
     BenchError,
     Processes,
     Server,
@@ -30,8 +30,8 @@ from .bench_db import (
     to_url,
     wait_for,
 )
-from .bench_drain import Probes, measure_drain
-from .bench_pgq import latency_summary
+from .drain import Probes, measure_drain
+from .scenarios import latency_summary
 
 PACKAGES = ["pgqueuer", "asyncpg", "uvloop"]
 

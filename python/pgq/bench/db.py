@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from . import migrate
+from .. import migrate
 
 PGBENCH_DEFAULT = "/usr/lib/postgresql/15/bin/pgbench"
 
@@ -36,7 +36,7 @@ class BenchError(Exception):
 
 def repo_root() -> Path:
     """The source tree `pgq bench` runs from (bench/ holds the scripts it needs)."""
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def bench_dir() -> Path:

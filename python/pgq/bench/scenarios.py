@@ -12,8 +12,9 @@ from typing import Any
 
 import psycopg
 
-from .bench_app import ENTRYPOINT
-from .bench_db import (
+from ..client import Client
+from .app import ENTRYPOINT
+from .db import (
     BenchError,
     Processes,
     Server,
@@ -25,8 +26,7 @@ from .bench_db import (
     settle,
     wait_for,
 )
-from .bench_drain import Probes, measure_drain, pgbench_drain
-from .client import Client
+from .drain import Probes, measure_drain, pgbench_drain
 
 PAYLOAD = '{"n": 1}'
 
@@ -54,7 +54,7 @@ PGQ_PROBES = Probes(
 
 def worker_argv(dsn: str, concurrency: int, batch_size: int) -> list[str]:
     return [
-        *(sys.executable, "-m", "pgq", "worker", "pgq.bench_app:worker", "--dsn", dsn),
+        *(sys.executable, "-m", "pgq", "worker", "pgq.bench.app:worker", "--dsn", dsn),
         *("--concurrency", str(concurrency), "--batch-size", str(batch_size)),
     ]
 

@@ -9,9 +9,11 @@ from decimal import Decimal
 
 import click
 
-from . import migrate
-from .bench import bench_command
-from .cli_output import (
+from .. import migrate
+from ..bench.main import bench_command
+from ..client import LIVE_STATUSES, QueueRow
+from ..dsn import resolve_dsn
+from .output import (
     cell,
     dsn_option,
     duration,
@@ -24,11 +26,9 @@ from .cli_output import (
     relative,
     short,
 )
-from .cli_schedule import schedule, schedules, unschedule
-from .cli_status import status
-from .client import LIVE_STATUSES, QueueRow
-from .dsn import resolve_dsn
-from .worker_cli import worker_command
+from .schedule import schedule, schedules, unschedule
+from .status import status
+from .worker import worker_command
 
 
 @click.group()

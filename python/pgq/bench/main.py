@@ -29,11 +29,11 @@ from typing import Any
 
 import click
 
-from . import bench_pgq
-from .bench_db import BenchError, Server, note
-from .bench_peer import Peer, PeerUnavailable
-from .bench_report import render, targets
-from .dsn import resolve_dsn
+from ..dsn import resolve_dsn
+from . import scenarios as bench_pgq
+from .db import BenchError, Server, note
+from .peer import Peer, PeerUnavailable
+from .report import render, targets
 
 SCENARIOS = ["raw", "sql", "drain", "enqueue", "latency", "backlog", "xmin", "peer"]
 

@@ -14,7 +14,9 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from .cli_output import (
+from ..client import Client
+from ..rows import QueueRow, StatsRow, WorkerRow
+from .output import (
     build_table,
     dsn_option,
     handle_errors,
@@ -26,8 +28,6 @@ from .cli_output import (
     print_table,
     show,
 )
-from .client import Client
-from .rows import QueueRow, StatsRow, WorkerRow
 
 LATENCIES = ("wait p50", "wait p95", "wait p99", "run p50", "run p95", "run p99")
 

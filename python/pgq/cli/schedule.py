@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .cli_output import (
+from .output import (
     dsn_option,
     handle_errors,
     make_client,

@@ -23,16 +23,16 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from . import migrate
-from .job import Job
-from .worker import Worker
+from .. import migrate
+from ..job import Job
+from ..worker import Worker
 
 DEMO_DB = "pgq_demo"
 ORDERS = 5000
 RECEIPTS = 2000
 REMINDERS = 200
 
-# --- the application the workers run (`pgq worker pgq.demo:worker`) ---------------------
+# --- the application the workers run (`pgq worker pgq.cli.demo:worker`) ---------------------
 
 worker = Worker(concurrency=50, batch_size=50)
 
@@ -61,7 +61,7 @@ async def send_reminder(job: Job) -> None:
     await asyncio.sleep(0.001)
 
 
-# --- the orchestration (`python -m pgq.demo`) ------------------------------------------
+# --- the orchestration (`python -m pgq.cli.demo`) ------------------------------------------
 
 SETUP = f"""
 CREATE TABLE orders (
@@ -121,7 +121,7 @@ def main() -> None:
     )
 
     env = {**os.environ, "PGQ_DSN": dsn}
-    cmd = [sys.executable, "-m", "pgq", "worker", "pgq.demo:worker"]
+    cmd = [sys.executable, "-m", "pgq", "worker", "pgq.cli.demo:worker"]
     workers = [subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
     click.echo(f"started 2 workers (pids {', '.join(str(p.pid) for p in workers)})")
     started = time.monotonic()
@@ -137,7 +137,7 @@ def main() -> None:
                 bar.update(total - left - bar.pos)
                 if any(p.poll() is not None for p in workers):
                     raise click.ClickException(
-                        "a worker exited early; run `pgq worker pgq.demo:worker` to see why"
+                        "a worker exited early; run `pgq worker pgq.cli.demo:worker` to see why"
                     )
         elapsed = time.monotonic() - started
     finally:

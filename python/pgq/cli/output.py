@@ -18,8 +18,8 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from .client import Client
-from .errors import PgqError
+from ..client import Client
+from ..errors import PgqError
 
 dsn_option = click.option(
     "--dsn",

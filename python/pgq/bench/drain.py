@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from .bench_db import BenchError, Processes, pgbench_path, progress
+from .db import BenchError, Processes, pgbench_path, progress
 
 # --- CPU accounting ---------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ import sys
 
 import click
 
-from .dsn import resolve_dsn
-from .worker import Worker
+from ..dsn import resolve_dsn
+from ..worker import Worker
 
 
 def load_worker(spec: str) -> Worker:

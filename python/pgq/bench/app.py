@@ -1,4 +1,4 @@
-"""The application `pgq bench` runs in its worker processes: `pgq worker pgq.bench_app:worker`.
+"""The application `pgq bench` runs in its worker processes: `pgq worker pgq.bench.app:worker`.
 
 One entrypoint, `bench`, with a no-op async handler. When $PGQ_BENCH_LEDGER names a file,
 the handler first appends "job_id unix_time" to it (line-buffered), so the latency
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import time
 
-from .job import Job
-from .worker import Worker
+from ..job import Job
+from ..worker import Worker
 
 ENTRYPOINT = "bench"
 

@@ -1,0 +1,1 @@
+"""The `pgq` command line: a click group per area, each a thin layer over the client."""
