@@ -1,6 +1,6 @@
 -- pgq._cron_matches(cron, at): whether the minute containing at, in UTC, matches the cron
--- expression. Days follow Vixie cron: when both day-of-month and day-of-week are restricted
--- (neither is *), a day matches if either matches; otherwise both must match.
+-- expression. Days follow Vixie cron: when neither day-of-month nor day-of-week starts with
+-- * (as `*` and `*/2` do), a day matches if either matches; otherwise both must match.
 -- Returns NULL when at is NULL. Raises PQ006 for an invalid expression (see pgq._cron_parse).
 CREATE OR REPLACE FUNCTION pgq._cron_matches(cron text, at timestamptz)
 RETURNS boolean

@@ -3,7 +3,8 @@
 -- (@hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually).
 -- Returns the allowed values of each field (see pgq._cron_field; months and days of week
 -- also by name, jan..dec and sun..sat; day of week 0 and 7 are Sunday, returned as 0), and
--- whether day-of-month and day-of-week were * (days_any, weekdays_any): when neither is,
+-- whether day-of-month and day-of-week start with * (days_any, weekdays_any: `*` or a step
+-- such as `*/2`, as in Vixie cron): when neither does,
 -- a day matches if either field matches.
 -- Raises PQ006 for NULL, a count of fields other than 5, an unknown macro or an invalid field.
 CREATE OR REPLACE FUNCTION pgq._cron_parse(
@@ -66,7 +67,7 @@ BEGIN
         ARRAY['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec']);
     weekdays := pgq._cron_field('day-of-week', v_fields[5], 0, 7,
         ARRAY['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat']);
-    days_any := v_fields[3] = '*';
-    weekdays_any := v_fields[5] = '*';
+    days_any := v_fields[3] LIKE '*%';
+    weekdays_any := v_fields[5] LIKE '*%';
 END
 $$;

@@ -6,7 +6,8 @@ CREATE OR REPLACE FUNCTION pgq._defaults(
     OUT backoff_max interval,
     OUT lease interval,
     OUT timeout interval,
-    OUT retention interval
+    OUT retention interval,
+    OUT max_deliveries integer
 )
 LANGUAGE sql
 IMMUTABLE
@@ -18,5 +19,6 @@ AS $$
         interval '1 hour',
         interval '30 seconds',
         interval '1 hour',
-        interval '7 days'
+        interval '7 days',
+        10
 $$;

@@ -1,6 +1,7 @@
--- pgq._dependencies(depends_on): what a new job would wait for. Locks the live
--- dependencies and marks them has_dependents, so none of them can end between this check
--- and the new job's insert without finding the job (their end waits for this transaction).
+-- pgq._dependencies(depends_on): what a new job would wait for, as of now. Locks nothing:
+-- a producer may hold its transaction open for long, and the jobs it waits for must go on
+-- being claimed and completed meanwhile. One of them may therefore end before the new job
+-- is visible to it; pgq._check_waiting, run when the producer commits, settles that case.
 -- Returns waits_for (the live, not dead, dependencies; NULL when none) and failed (why the
 -- job cannot run: a dependency that is dead or ended canceled; NULL when none).
 -- Raises PQ001 for NULL elements, too many ids, or an id that is neither live nor logged.
@@ -16,21 +17,15 @@ DECLARE
     v_outcome text;
 BEGIN
     PERFORM pgq._check_ids('depends_on', depends_on);
-    SELECT array_agg(d.id ORDER BY d.id) FILTER (WHERE d.status <> 'dead'),
-           min(d.id) FILTER (WHERE d.status = 'dead')
+    SELECT array_agg(j.id ORDER BY j.id) FILTER (WHERE j.status <> 'dead'),
+           min(j.id) FILTER (WHERE j.status = 'dead')
     INTO waits_for, v_dead
-    FROM (
-        SELECT j.id, j.status FROM pgq._jobs AS j
-        WHERE j.id = ANY (_dependencies.depends_on)
-        ORDER BY j.id
-        FOR NO KEY UPDATE
-    ) AS d;
+    FROM pgq._jobs AS j
+    WHERE j.id = ANY (_dependencies.depends_on);
     IF v_dead IS NOT NULL THEN
         failed := format('dependency %s is dead', v_dead);
         RETURN;
     END IF;
-    UPDATE pgq._jobs AS j SET has_dependents = TRUE
-    WHERE j.id = ANY (waits_for) AND NOT j.has_dependents;
 
     -- The others have finished: they must have succeeded.
     FOR v_id IN

@@ -1,11 +1,14 @@
 -- pgq._fail(job_id, error, retry_in): the fate of a failed run, shared by pgq.fail and the
--- reaper's timeout. The caller has checked that the job is running (and who holds it).
+-- reaper's timeout. The caller has checked that the job is running (and who holds it) and
+-- holds its row lock.
 -- attempt counts failures; while attempt < max_attempts (the job's, else the entrypoint's)
 -- the job is queued again after retry_in, else exponential backoff with jitter:
 -- backoff_base * 2^(attempt - 1), capped at backoff_max, then scaled by a random factor
 -- in [0.5, 1) so that jobs failing together do not retry together. Otherwise it is dead:
 -- kept in the hot table, visible and retryable with pgq.retry. A job whose cancellation
 -- was requested is canceled instead. Each failure is logged as a 'failed' outcome.
+-- Workers are woken (NOTIFY pgq) when the job is due again at once or when it freed a slot
+-- of a concurrency-limited entrypoint.
 -- Returns 'queued', 'dead' or 'canceled'.
 CREATE OR REPLACE FUNCTION pgq._fail(job_id bigint, error text, retry_in interval)
 RETURNS text
@@ -19,28 +22,34 @@ DECLARE
     v_max integer;
     v_base interval;
     v_cap interval;
+    v_limited boolean;
     v_delay interval;
     v_status text;
     v_error text := left(error, 65536);
+    -- The wall clock: a transactional handler fails at the end of a long transaction.
+    v_now timestamptz := clock_timestamp();
 BEGIN
     SELECT j.* INTO v_job FROM pgq._jobs AS j WHERE j.id = _fail.job_id;
     SELECT
         coalesce(v_job.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts),
         coalesce(q.backoff_base, (pgq._defaults()).backoff_base),
-        coalesce(q.backoff_max, (pgq._defaults()).backoff_max)
-    INTO v_max, v_base, v_cap
+        coalesce(q.backoff_max, (pgq._defaults()).backoff_max),
+        q.concurrency IS NOT NULL
+    INTO v_max, v_base, v_cap, v_limited
     FROM (SELECT 1) AS one
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;
 
     IF v_job.cancel_requested THEN
         DELETE FROM pgq._jobs AS j WHERE j.id = v_job.id;
         INSERT INTO pgq._outcomes (
-            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
+            worker_id, error
         )
         VALUES (v_job.id, v_job.entrypoint, 'canceled', v_job.priority, v_job.attempt + 1, v_job.deliveries,
-                v_job.enqueued_at, v_job.started_at, v_job.worker_id, v_error);
-        IF v_job.has_dependents THEN
-            PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s was canceled', v_job.id));
+                v_job.enqueued_at, v_job.started_at, v_now, v_job.worker_id, v_error);
+        PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s was canceled', v_job.id));
+        IF v_limited THEN
+            PERFORM pg_notify('pgq', v_job.entrypoint);
         END IF;
         RETURN 'canceled';
     END IF;
@@ -59,11 +68,11 @@ BEGIN
         v_status := 'dead';
     END IF;
     INSERT INTO pgq._outcomes (
-        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error,
-        fatal
+        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
+        worker_id, error, fatal
     )
     VALUES (v_job.id, v_job.entrypoint, 'failed', v_job.priority, v_job.attempt + 1, v_job.deliveries,
-            v_job.enqueued_at, v_job.started_at, v_job.worker_id, v_error, v_status = 'dead');
+            v_job.enqueued_at, v_job.started_at, v_now, v_job.worker_id, v_error, v_status = 'dead');
     UPDATE pgq._jobs AS j
     SET status = v_status,
         attempt = j.attempt + 1,
@@ -72,8 +81,11 @@ BEGIN
         started_at = NULL,
         last_error = v_error
     WHERE j.id = v_job.id;
-    IF v_status = 'dead' AND v_job.has_dependents THEN
+    IF v_status = 'dead' THEN
         PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s is dead', v_job.id));
+    END IF;
+    IF v_limited OR (v_status = 'queued' AND v_delay <= interval '0') THEN
+        PERFORM pg_notify('pgq', v_job.entrypoint);
     END IF;
     RETURN v_status;
 END

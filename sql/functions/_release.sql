@@ -1,9 +1,13 @@
--- pgq._release(worker_ids, keep): running jobs held by these workers (stopped, dead, or
--- one that lost a claim's reply), except those in keep, go back to queued, or to canceled
--- when cancellation was requested. The UPDATE re-checks that the job
--- is still running under that worker, so a job completed meanwhile is never touched.
--- Returns the number of jobs released or canceled.
-CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[], keep bigint[] DEFAULT '{}')
+-- pgq._release(worker_ids, keep, lost): running jobs held by these workers (stopped, dead,
+-- or a live one that does not run them), except those in keep, go back to queued, or to
+-- canceled when cancellation was requested. Rows are locked in id order and SKIP LOCKED:
+-- a job that another transaction is settling right now (a late complete, a cancel) is left
+-- to it, and the sweep never waits or deadlocks; what is skipped, the next sweep finds.
+-- lost: the workers were lost (reaped), so each job counts a lost delivery, and a job that
+-- lost its worker max_deliveries times goes dead (a poison pill: it keeps killing its
+-- worker) instead of being delivered again.
+-- Returns the number of jobs released, canceled or killed.
+CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[], keep bigint[] DEFAULT '{}', lost boolean DEFAULT FALSE)
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -11,41 +15,85 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_ids bigint[];
+    v_canceled bigint[];
+    v_dead bigint[];
     v_released integer;
-    v_canceled integer;
-    v_parents bigint[];
     v_entrypoints text[];
+    v_now timestamptz := clock_timestamp();
 BEGIN
+    SELECT array_agg(l.id) INTO v_ids
+    FROM (
+        SELECT j.id FROM pgq._jobs AS j
+        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.id <> ALL (keep)
+        ORDER BY j.id
+        FOR UPDATE SKIP LOCKED
+    ) AS l;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+
     WITH canceled AS (
         DELETE FROM pgq._jobs AS j
-        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.cancel_requested
-          AND j.id <> ALL (keep)
+        WHERE j.id = ANY (v_ids) AND j.cancel_requested
         RETURNING j.*
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
-            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
+            worker_id, error
         )
         SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
-               c.started_at, c.worker_id, 'canceled while its worker was lost'
+               c.started_at, v_now, c.worker_id, 'canceled while its worker was lost'
         FROM canceled AS c
     )
-    SELECT count(*), array_agg(c.id) FILTER (WHERE c.has_dependents) INTO v_canceled, v_parents
-    FROM canceled AS c;
-    IF v_parents IS NOT NULL THEN
-        PERFORM pgq._cancel_dependents(v_parents, 'a dependency was canceled');
+    SELECT array_agg(c.id) INTO v_canceled FROM canceled AS c;
+    IF v_canceled IS NOT NULL THEN
+        PERFORM pgq._cancel_dependents(v_canceled, 'a dependency was canceled');
     END IF;
 
-    WITH released AS (
+    WITH held AS (
+        SELECT k.id, k.worker_id,
+               _release.lost AND cap.n > 0 AND k.lost + 1 >= cap.n AS poisoned, cap.n AS cap
+        FROM pgq._jobs AS k
+        LEFT JOIN pgq._queues AS q ON q.entrypoint = k.entrypoint
+        CROSS JOIN LATERAL (SELECT coalesce(q.max_deliveries, (pgq._defaults()).max_deliveries) AS n) AS cap
+        WHERE k.id = ANY (v_ids) AND k.status = 'running'
+    ),
+    released AS (
         UPDATE pgq._jobs AS j
-        SET status = 'queued', worker_id = NULL, started_at = NULL
-        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.id <> ALL (keep)
-        RETURNING j.entrypoint
+        SET status = CASE WHEN h.poisoned THEN 'dead' ELSE 'queued' END,
+            lost = j.lost + CASE WHEN _release.lost THEN 1 ELSE 0 END,
+            last_error = CASE WHEN h.poisoned
+                THEN format('lost its worker %s times (max_deliveries %s): it may crash its worker',
+                            j.lost + 1, h.cap)
+                ELSE j.last_error END,
+            worker_id = NULL,
+            started_at = NULL
+        FROM held AS h
+        WHERE j.id = h.id
+        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.last_error,
+                  h.poisoned, h.worker_id AS held_by
+    ),
+    logged AS (
+        INSERT INTO pgq._outcomes (
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, finished_at, worker_id,
+            error, fatal
+        )
+        SELECT r.id, r.entrypoint, 'failed', r.priority, r.attempt, r.deliveries, r.enqueued_at, v_now,
+               r.held_by, r.last_error, TRUE
+        FROM released AS r
+        WHERE r.poisoned
     )
-    SELECT count(*), array_agg(DISTINCT r.entrypoint) INTO v_released, v_entrypoints
+    SELECT count(*), array_agg(DISTINCT r.entrypoint) FILTER (WHERE NOT r.poisoned),
+           array_agg(r.id) FILTER (WHERE r.poisoned)
+    INTO v_released, v_entrypoints, v_dead
     FROM released AS r;
+    IF v_dead IS NOT NULL THEN
+        PERFORM pgq._cancel_dependents(v_dead, 'a dependency is dead');
+    END IF;
     -- Wake workers for the released jobs.
     PERFORM pg_notify('pgq', e.ep) FROM unnest(v_entrypoints) AS e (ep);
-    RETURN v_released + v_canceled;
+    RETURN v_released + coalesce(cardinality(v_canceled), 0);
 END
 $$;

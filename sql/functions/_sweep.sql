@@ -1,21 +1,38 @@
--- pgq._sweep(): what every heartbeat runs, so that a queue works without pg_cron and
--- recovers from a crashed worker within a lease: pgq.reap, pgq.run_schedules (an index
--- lookup when nothing is due), and pgq.prune when the last prune is over two hours old
--- (pg_cron prunes hourly, so with pg_cron the workers never do).
-CREATE OR REPLACE FUNCTION pgq._sweep()
-RETURNS void
+-- pgq._sweep(with_prune): the periodic maintenance, each task in a subtransaction of its
+-- own so that one failing task neither fails the caller nor undoes the others (it is
+-- reported as a WARNING): pgq.reap, pgq.run_schedules (an index lookup when nothing is
+-- due), and, when with_prune, pgq.prune if the last prune is over two hours old (pg_cron
+-- prunes hourly, so with pg_cron the workers never do).
+-- Returns the number of jobs pgq.reap acted on.
+CREATE OR REPLACE FUNCTION pgq._sweep(with_prune boolean)
+RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_reaped integer := 0;
 BEGIN
-    PERFORM pgq.reap();
-    PERFORM pgq.run_schedules();
-    IF NOT EXISTS (
+    BEGIN
+        v_reaped := pgq.reap();
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'pgq: reap failed: % (%)', sqlerrm, sqlstate;
+    END;
+    BEGIN
+        PERFORM pgq.run_schedules();
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'pgq: run_schedules failed: % (%)', sqlerrm, sqlstate;
+    END;
+    IF with_prune AND NOT EXISTS (
         SELECT 1 FROM pgq._maintenance AS m
         WHERE m.task = 'prune' AND m.last_run > now() - interval '2 hours'
     ) THEN
-        PERFORM pgq.prune();
+        BEGIN
+            PERFORM pgq.prune();
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pgq: prune failed: % (%)', sqlerrm, sqlstate;
+        END;
     END IF;
+    RETURN v_reaped;
 END
 $$;

@@ -3,6 +3,9 @@
 -- worker learns it from its next heartbeat and stops the handler; the job then ends
 -- canceled (if the handler still finishes, it ends succeeded). Unknown or finished ids
 -- are ignored. Jobs waiting for a canceled job (depends_on) are canceled too.
+-- The jobs are locked in id order first, and then acted on as they are once locked: a
+-- cancel never deadlocks with a completion (which locks a job, then its dependents), and
+-- one that waited for a pgq.fail in flight cancels the job that fail re-queued.
 -- Returns the number of jobs canceled or marked for cancellation (not counting the
 -- dependents canceled with them). Raises PQ001.
 CREATE OR REPLACE FUNCTION pgq.cancel(job_ids bigint[])
@@ -19,6 +22,7 @@ DECLARE
     v_parents bigint[];
 BEGIN
     PERFORM pgq._check_ids('job_ids', job_ids);
+    PERFORM 1 FROM pgq._jobs AS j WHERE j.id = ANY (job_ids) ORDER BY j.id FOR UPDATE;
     WITH canceled AS (
         DELETE FROM pgq._jobs AS j
         WHERE j.id = ANY (job_ids) AND j.status IN ('queued', 'waiting', 'dead')
@@ -33,7 +37,7 @@ BEGIN
                CASE WHEN c.status = 'dead' THEN c.last_error ELSE 'canceled by pgq.cancel' END
         FROM canceled AS c
     )
-    SELECT count(*), array_agg(c.id) FILTER (WHERE c.has_dependents) INTO v_canceled, v_parents
+    SELECT count(*), array_agg(c.id) INTO v_canceled, v_parents
     FROM canceled AS c;
     IF v_parents IS NOT NULL THEN
         PERFORM pgq._cancel_dependents(v_parents, 'a dependency was canceled');

@@ -11,7 +11,8 @@
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
 -- effective value and timeout the entrypoint's. Each has deliveries + 1: a job
 -- with deliveries > 1 was delivered before (a crash, a lost lease, a release).
--- Raises PQ001 for invalid arguments, PQ002 unknown worker, PQ003 worker no longer alive.
+-- Raises PQ001 for invalid arguments, PQ002 unknown worker, PQ003 worker no longer alive,
+-- PQ007 for a concurrency-limited entrypoint claimed in REPEATABLE READ or SERIALIZABLE.
 CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
 RETURNS TABLE (
     id bigint,
@@ -68,6 +69,15 @@ BEGIN
     LOOP
         v_allow := claim.batch_size;
         IF v_queue.concurrency IS NOT NULL THEN
+            -- The count must see claims that committed while this one waited for the lock:
+            -- only READ COMMITTED takes a fresh snapshot per statement.
+            IF current_setting('transaction_isolation') <> 'read committed' THEN
+                RAISE EXCEPTION 'pgq: claim of % needs READ COMMITTED, not %', v_queue.entrypoint,
+                    current_setting('transaction_isolation')
+                    USING ERRCODE = 'PQ007',
+                    DETAIL = 'Its concurrency limit is counted under a lock; an older snapshot would miss running jobs.',
+                    HINT = 'Call pgq.claim outside explicit REPEATABLE READ or SERIALIZABLE transactions.';
+            END IF;
             SELECT count(*) INTO v_running
             FROM pgq._jobs AS j
             WHERE j.entrypoint = v_queue.entrypoint AND j.status = 'running';

@@ -1,13 +1,23 @@
 -- pgq.complete: batch completion, fenced. Acts only on jobs that worker_id holds now (a
--- worker presumed dead whose jobs were re-delivered completes nothing). Completed jobs
--- leave the hot table and their outcome ('succeeded', with enqueued/started/finished
--- times) is appended to the outcome log, in one statement. Jobs waiting for them
--- (depends_on) are queued when all their dependencies have succeeded.
+-- worker presumed dead whose jobs were re-delivered completes nothing), and, when
+-- deliveries is given, only on the delivery the worker ran: a job that was re-queued under
+-- a live worker (its timeout) and claimed again is settled by the new run alone, never by
+-- the late call of the first. Completed jobs leave the hot table and their outcome
+-- ('succeeded', with enqueued/started/finished times) is appended to the outcome log.
+-- Jobs waiting for them (depends_on) are queued when all their dependencies have
+-- succeeded. Completing a job of a concurrency-limited entrypoint frees a slot: workers
+-- are woken (NOTIFY pgq) to claim again.
 -- Parameters: worker_id; job_ids (at most 10000); results (optional, one jsonb per job id,
---   stored in the outcome log).
--- Returns the ids it completed; ids not returned were not held by this worker.
--- Raises PQ001 for invalid arguments.
-CREATE OR REPLACE FUNCTION pgq.complete(worker_id uuid, job_ids bigint[], results jsonb[] DEFAULT NULL)
+--   stored in the outcome log); deliveries (optional, one per job id: the `deliveries`
+--   value its claim returned).
+-- Returns the ids it completed; ids not returned were not held by this worker (or this
+-- delivery). Raises PQ001 for invalid arguments.
+CREATE OR REPLACE FUNCTION pgq.complete(
+    worker_id uuid,
+    job_ids bigint[],
+    results jsonb[] DEFAULT NULL,
+    deliveries integer[] DEFAULT NULL
+)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 VOLATILE
@@ -17,20 +27,34 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_done bigint[];
-    v_parents bigint[];
+    v_entrypoints text[];
+    -- The wall clock: a transactional handler completes at the end of a long transaction.
+    v_now timestamptz := clock_timestamp();
 BEGIN
     IF worker_id IS NULL THEN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
     END IF;
     PERFORM pgq._check_ids('job_ids', job_ids);
-    IF results IS NOT NULL THEN
-        IF array_ndims(results) > 1 OR cardinality(results) <> cardinality(job_ids) THEN
-            PERFORM pgq._invalid('results', 'must have one element per job id',
-                'Pass NULL, or a one-dimensional array as long as job_ids.');
-        END IF;
+    IF results IS NOT NULL AND (array_ndims(results) > 1 OR cardinality(results) <> cardinality(job_ids)) THEN
+        PERFORM pgq._invalid('results', 'must have one element per job id',
+            'Pass NULL, or a one-dimensional array as long as job_ids.');
+    END IF;
+    IF deliveries IS NOT NULL AND (
+        array_ndims(deliveries) > 1 OR cardinality(deliveries) <> cardinality(job_ids)
+        OR array_position(deliveries, NULL) IS NOT NULL
+    ) THEN
+        PERFORM pgq._invalid('deliveries', 'must have one non-NULL element per job id',
+            'Pass NULL, or the deliveries values the claim returned, in the order of job_ids.');
+    END IF;
+    IF results IS NOT NULL OR deliveries IS NOT NULL THEN
         -- Whatever their lower bounds, pair the arrays by position.
         job_ids := ARRAY(SELECT unnest(job_ids));
-        results := ARRAY(SELECT unnest(results));
+        IF results IS NOT NULL THEN
+            results := ARRAY(SELECT unnest(results));
+        END IF;
+        IF deliveries IS NOT NULL THEN
+            deliveries := ARRAY(SELECT unnest(deliveries));
+        END IF;
     END IF;
     WITH done AS (
         DELETE FROM pgq._jobs AS j
@@ -39,28 +63,36 @@ BEGIN
         -- entries.
         WHERE j.id = ANY (job_ids) AND j.worker_id IS NOT DISTINCT FROM complete.worker_id
           AND j.status = 'running'
-        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
-                  j.has_dependents
+          AND (complete.deliveries IS NULL
+               OR j.deliveries = complete.deliveries[array_position(job_ids, j.id)])
+        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at,
-            worker_id, result
+            finished_at, worker_id, result
         )
         SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
-               d.started_at, complete.worker_id,
+               d.started_at, v_now, complete.worker_id,
                CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END
         FROM done AS d
     )
-    SELECT coalesce(array_agg(d.id), '{}'), array_agg(d.id) FILTER (WHERE d.has_dependents)
-    INTO v_done, v_parents
+    SELECT coalesce(array_agg(d.id), '{}'), array_agg(DISTINCT d.entrypoint)
+    INTO v_done, v_entrypoints
     FROM done AS d;
-    IF v_parents IS NOT NULL THEN
-        PERFORM pgq._release_dependents(v_parents);
+    IF v_done = '{}' THEN
+        RETURN;
     END IF;
+    -- An index probe that finds nothing unless some job waits.
+    IF EXISTS (SELECT 1 FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.depends_on && v_done) THEN
+        PERFORM pgq._release_dependents(v_done);
+    END IF;
+    PERFORM pg_notify('pgq', q.entrypoint)
+    FROM pgq._queues AS q
+    WHERE q.entrypoint = ANY (v_entrypoints) AND q.concurrency IS NOT NULL;
     RETURN QUERY SELECT unnest(v_done);
 END
 $$;
 
-COMMENT ON FUNCTION pgq.complete(uuid, bigint[], jsonb[]) IS
-'Complete jobs the worker holds (fenced); returns the ids completed.';
+COMMENT ON FUNCTION pgq.complete(uuid, bigint[], jsonb[], integer[]) IS
+'Complete jobs the worker holds (fenced, per delivery when deliveries is given); returns the ids completed.';

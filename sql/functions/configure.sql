@@ -12,6 +12,9 @@
 -- rate (0.001-1000000): jobs started per second across all workers; 0 removes the limit
 --   (no limit by default). See pgq.claim for the bucket.
 -- retention (default 7 days): how long outcomes stay in the log.
+-- max_deliveries (0-1000, default 10): a job whose worker is lost (crashed, killed, cut off
+--   past its lease) this many times goes dead instead of being delivered again, so a job
+--   that kills its worker cannot do so forever; 0 removes the cap.
 -- Returns nothing. Raises PQ001 for invalid arguments; nothing changes then.
 CREATE OR REPLACE FUNCTION pgq.configure(
     entrypoint text,
@@ -22,7 +25,8 @@ CREATE OR REPLACE FUNCTION pgq.configure(
     timeout interval DEFAULT NULL,
     concurrency integer DEFAULT NULL,
     rate numeric DEFAULT NULL,
-    retention interval DEFAULT NULL
+    retention interval DEFAULT NULL,
+    max_deliveries integer DEFAULT NULL
 )
 RETURNS void
 LANGUAGE plpgsql
@@ -54,6 +58,10 @@ BEGIN
             'Use 0.001 to 1000000 jobs per second, or 0 for no limit.');
     END IF;
     PERFORM pgq._check_interval('retention', retention, interval '1 minute');
+    IF max_deliveries IS NOT NULL AND (max_deliveries < 0 OR max_deliveries > 1000) THEN
+        PERFORM pgq._invalid('max_deliveries', format('%s is out of range', max_deliveries),
+            'Use 1 to 1000 lost deliveries before a job is dead, or 0 for no cap.');
+    END IF;
 
     SELECT coalesce(configure.backoff_base, q.backoff_base, (pgq._defaults()).backoff_base),
            coalesce(configure.backoff_max, q.backoff_max, (pgq._defaults()).backoff_max)
@@ -66,12 +74,13 @@ BEGIN
     END IF;
 
     INSERT INTO pgq._queues AS q (
-        entrypoint, max_attempts, backoff_base, backoff_max, lease, timeout, concurrency, rate, retention
+        entrypoint, max_attempts, backoff_base, backoff_max, lease, timeout, concurrency, rate, retention,
+        max_deliveries
     )
     VALUES (
         configure.entrypoint, configure.max_attempts, configure.backoff_base, configure.backoff_max,
         configure.lease, configure.timeout, nullif(configure.concurrency, 0),
-        nullif(configure.rate, 0), configure.retention
+        nullif(configure.rate, 0), configure.retention, configure.max_deliveries
     )
     ON CONFLICT ON CONSTRAINT _queues_pkey DO UPDATE
     SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
@@ -86,9 +95,12 @@ BEGIN
         rate_tokens = CASE WHEN configure.rate IS NULL THEN q.rate_tokens END,
         rate_refilled_at = CASE WHEN configure.rate IS NULL THEN q.rate_refilled_at END,
         retention = coalesce(excluded.retention, q.retention),
+        max_deliveries = coalesce(excluded.max_deliveries, q.max_deliveries),
         updated_at = now();
 END
 $$;
 
-COMMENT ON FUNCTION pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval) IS
+COMMENT ON FUNCTION pgq.configure(
+    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer
+) IS
 'Set per-entrypoint settings (named arguments; NULL leaves a setting as it is).';

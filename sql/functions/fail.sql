@@ -1,11 +1,20 @@
--- pgq.fail: a handler failed. Fenced: acts only when worker_id still holds the job.
+-- pgq.fail: a handler failed. Fenced: acts only when worker_id still holds the job and,
+-- when delivery is given, only on that delivery (a late call from a run that was already
+-- re-queued and claimed again changes nothing).
 -- Retries with exponential backoff and jitter while attempts remain, else the job is dead
 -- (see pgq._fail for the policy); a job whose cancellation was requested is canceled.
 -- Parameters: worker_id; job_id; error (the message or traceback, kept up to 64 KiB);
---   retry_in (optional: retry after exactly this delay instead of the backoff).
+--   retry_in (optional: retry after exactly this delay instead of the backoff);
+--   delivery (optional: the `deliveries` value the claim returned).
 -- Returns 'queued', 'dead', 'canceled', or NULL when the worker no longer holds the job.
 -- Raises PQ001 for invalid arguments.
-CREATE OR REPLACE FUNCTION pgq.fail(worker_id uuid, job_id bigint, error text, retry_in interval DEFAULT NULL)
+CREATE OR REPLACE FUNCTION pgq.fail(
+    worker_id uuid,
+    job_id bigint,
+    error text,
+    retry_in interval DEFAULT NULL,
+    delivery integer DEFAULT NULL
+)
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE
@@ -27,6 +36,7 @@ BEGIN
     PERFORM 1
     FROM pgq._jobs AS j
     WHERE j.id = fail.job_id AND j.worker_id = fail.worker_id AND j.status = 'running'
+      AND (fail.delivery IS NULL OR j.deliveries = fail.delivery)
     FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -35,5 +45,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.fail(uuid, bigint, text, interval) IS
-'Fail a job the worker holds (fenced): ''queued'' (retry later), ''dead'', ''canceled'', or NULL if not held.';
+COMMENT ON FUNCTION pgq.fail(uuid, bigint, text, interval, integer) IS
+'Fail a job the worker holds (fenced, per delivery when given): ''queued'' (retry later), ''dead'', ''canceled'', or NULL if not held.';

@@ -1,12 +1,19 @@
 -- pgq.heartbeat: the worker is alive. One UPDATE of the worker row extends the lease of
--- every job it holds (a job's lease runs from the worker's last heartbeat). Then runs the
--- sweeps (pgq._sweep: reap, due schedules, an overdue prune): with any worker running,
--- jobs of crashed workers are recovered within lease + heartbeat interval, whatever the
--- pg_cron period, and schedules fire without pg_cron.
+-- every job it holds (a job's lease runs from the worker's last heartbeat) and records the
+-- lease in force, by which the worker paces its next beats.
+-- running (optional): the ids of the jobs the worker runs or is settling. Jobs the database
+-- says it holds but that are not in the list (a claim whose reply was lost, completions
+-- lost in a failover) are released at once, or canceled when that was requested. The
+-- worker must send it only while no claim of its own is in flight (a job it is about to
+-- learn of would be released). Without it, nothing is released (0.1 workers).
+-- Then the light sweep (pgq.reap, due schedules), each part in a subtransaction: with
+-- any worker running, jobs of crashed workers are recovered within lease + heartbeat
+-- interval whatever the pg_cron period, and a failing sweep cannot fail the heartbeat.
+-- Pruning is never done here (see pgq.sweep).
 -- Returns the ids of the worker's jobs whose cancellation was requested (pgq.cancel).
--- Raises PQ001 (NULL id), PQ002 (unknown worker), PQ003 (worker stopped or reaped: it
--- must stop its handlers' side effects where it can and register again).
-CREATE OR REPLACE FUNCTION pgq.heartbeat(worker_id uuid)
+-- Raises PQ001 (NULL id, bad running list), PQ002 (unknown worker), PQ003 (worker stopped
+-- or reaped: it must stop its handlers' side effects where it can and register again).
+CREATE OR REPLACE FUNCTION pgq.heartbeat(worker_id uuid, running bigint[] DEFAULT NULL)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 VOLATILE
@@ -15,13 +22,24 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    IF running IS NOT NULL THEN
+        PERFORM pgq._check_ids('running', running);
+    END IF;
     UPDATE pgq._workers AS w
-    SET heartbeat_at = now()
+    SET heartbeat_at = now(),
+        lease = (
+            SELECT min(coalesce(q.lease, (pgq._defaults()).lease))
+            FROM unnest(w.entrypoints) AS e (ep)
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+        )
     WHERE w.id = heartbeat.worker_id AND w.state = 'alive';
     IF NOT FOUND THEN
         PERFORM pgq._check_worker(worker_id);
     END IF;
-    PERFORM pgq._sweep();
+    IF running IS NOT NULL THEN
+        PERFORM pgq._release(ARRAY[worker_id], running);
+    END IF;
+    PERFORM pgq._sweep(FALSE);
     RETURN QUERY
     SELECT j.id
     FROM pgq._jobs AS j
@@ -29,5 +47,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.heartbeat(uuid) IS
-'Extend the leases of all jobs a worker holds; returns the ids of its jobs to cancel.';
+COMMENT ON FUNCTION pgq.heartbeat(uuid, bigint[]) IS
+'Extend the leases of all jobs a worker holds (releasing held jobs not in running, when given); returns the ids of its jobs to cancel.';

@@ -3,9 +3,10 @@
 -- are dropped (cheap at any volume); rows of entrypoints with a shorter retention are
 -- deleted in batches of 10000 (at most 50 batches a call, so one call stays short; the
 -- next call continues). Also creates the coming days' partitions.
--- Creating and dropping a partition needs a brief exclusive lock on the log, which any open
+-- Creating and dropping a partition needs an exclusive lock on the log, which any open
 -- transaction that read the log holds off; completions would queue behind the waiting
 -- DDL, so it waits at most 100 ms and otherwise leaves that partition to the next call.
+-- The DDL comes last, after the deletes, so that the lock is held only until commit.
 -- pg_cron runs it hourly; without pg_cron the workers' sweep runs it when the last prune
 -- is over two hours old. Concurrent calls: one prunes, the others return 0.
 -- Returns the number of outcomes removed.
@@ -21,6 +22,8 @@ DECLARE
     v_longest interval;
     v_shortest interval;
     v_partition record;
+    v_expired text[] := '{}';
+    v_name text;
     v_removed bigint := 0;
     v_rows bigint;
     v_batches integer := 0;
@@ -32,18 +35,13 @@ BEGIN
     END IF;
     INSERT INTO pgq._maintenance AS m (task, last_run) VALUES ('prune', now())
     ON CONFLICT ON CONSTRAINT _maintenance_pkey DO UPDATE SET last_run = excluded.last_run;
-    PERFORM set_config('lock_timeout', '100ms', TRUE);
-    BEGIN
-        PERFORM pgq._ensure_partitions();
-    EXCEPTION WHEN lock_not_available THEN
-        RAISE NOTICE 'pgq.prune: the outcome log is in use; partitions will be created by a later prune';
-    END;
-    PERFORM set_config('lock_timeout', v_lock_timeout, TRUE);
 
     SELECT greatest(max(q.retention), v_default), least(min(q.retention), v_default)
     INTO v_longest, v_shortest
     FROM pgq._queues AS q;
 
+    -- Deletes first, DDL last: the exclusive lock that creating or dropping a partition
+    -- takes on the log lasts until commit, and every completion waits for it.
     FOR v_partition IN
         SELECT
             c.relname,
@@ -54,17 +52,7 @@ BEGIN
         ORDER BY c.relname
     LOOP
         IF v_partition.day_start + interval '1 day' <= now() - v_longest THEN
-            -- Counted before the lock: nothing is added to a partition this old.
-            EXECUTE format('SELECT count(*) FROM pgq.%I', v_partition.relname) INTO v_rows;
-            BEGIN
-                PERFORM set_config('lock_timeout', '100ms', TRUE);
-                EXECUTE format('LOCK TABLE pgq._outcomes, pgq.%I IN ACCESS EXCLUSIVE MODE', v_partition.relname);
-                EXECUTE format('DROP TABLE pgq.%I', v_partition.relname);
-                v_removed := v_removed + v_rows;
-            EXCEPTION WHEN lock_not_available THEN
-                RAISE NOTICE 'pgq.prune: % is in use; it will be dropped by a later prune', v_partition.relname;
-            END;
-            PERFORM set_config('lock_timeout', v_lock_timeout, TRUE);
+            v_expired := v_expired || v_partition.relname;
         ELSIF v_partition.day_start < now() - v_shortest THEN
             -- Some entrypoints' rows in this day may have expired already.
             LOOP
@@ -97,6 +85,26 @@ BEGIN
         v_batches := v_batches + 1;
         EXIT WHEN v_rows < 10000;
     END LOOP;
+
+    -- The DDL: each waits at most 100 ms for its lock, else it is left to a later prune.
+    PERFORM set_config('lock_timeout', '100ms', TRUE);
+    FOREACH v_name IN ARRAY v_expired LOOP
+        -- Counted before the lock: nothing is added to a partition this old.
+        EXECUTE format('SELECT count(*) FROM pgq.%I', v_name) INTO v_rows;
+        BEGIN
+            EXECUTE format('LOCK TABLE pgq._outcomes, pgq.%I IN ACCESS EXCLUSIVE MODE', v_name);
+            EXECUTE format('DROP TABLE pgq.%I', v_name);
+            v_removed := v_removed + v_rows;
+        EXCEPTION WHEN lock_not_available THEN
+            RAISE NOTICE 'pgq.prune: % is in use; it will be dropped by a later prune', v_name;
+        END;
+    END LOOP;
+    BEGIN
+        PERFORM pgq._ensure_partitions();
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE NOTICE 'pgq.prune: the outcome log is in use; partitions will be created by a later prune';
+    END;
+    PERFORM set_config('lock_timeout', v_lock_timeout, TRUE);
     RETURN v_removed;
 END
 $$;

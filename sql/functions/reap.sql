@@ -1,6 +1,8 @@
 -- pgq.reap: the sweep. Workers silent for longer than their lease (the shortest lease of
--- their entrypoints) are marked dead; jobs held by workers that are not alive go back to
--- queued (deliveries is kept, so the re-delivery is visible); jobs running longer than
+-- their entrypoints, or the one in force at their last heartbeat if that was longer) are
+-- marked dead; jobs held by workers that are not alive go back to queued (deliveries is
+-- kept, so the re-delivery is visible), or dead when they lost their worker
+-- max_deliveries times (a poison pill); jobs running longer than
 -- their entrypoint's timeout plus its lease as grace fail with a timeout error, even when
 -- the worker still heartbeats. Rows of workers gone for over a day are deleted.
 -- pg_cron runs it every minute; pgq.heartbeat and pgq.register_worker run it too. Only one
@@ -17,6 +19,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_dead uuid[];
+    v_stopped uuid[];
     v_count integer := 0;
     v_job record;
 BEGIN
@@ -25,22 +28,30 @@ BEGIN
         RETURN 0;
     END IF;
 
+    -- A worker paces its heartbeats by the lease it learned at its last beat: a lease
+    -- shortened since then applies to it only from its next beat.
     UPDATE pgq._workers AS w
     SET state = 'dead', stopped_at = now()
     WHERE w.state = 'alive'
-      AND w.heartbeat_at < now() - (
+      AND w.heartbeat_at < now() - greatest(w.lease, (
           SELECT min(coalesce(q.lease, (pgq._defaults()).lease))
           FROM unnest(w.entrypoints) AS e (ep)
           LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-      );
+      ));
 
-    -- Orphans: running jobs whose worker is dead, stopped, or deleted.
-    SELECT array_agg(DISTINCT j.worker_id) INTO v_dead
+    -- Orphans: running jobs whose worker is not alive. A worker that died (or whose row
+    -- is gone) lost them: that counts towards max_deliveries; one that unregistered did not.
+    SELECT array_agg(DISTINCT j.worker_id) FILTER (WHERE w.state IS DISTINCT FROM 'stopped'),
+           array_agg(DISTINCT j.worker_id) FILTER (WHERE w.state = 'stopped')
+    INTO v_dead, v_stopped
     FROM pgq._jobs AS j
-    WHERE j.status = 'running'
-      AND NOT EXISTS (SELECT 1 FROM pgq._workers AS w WHERE w.id = j.worker_id AND w.state = 'alive');
+    LEFT JOIN pgq._workers AS w ON w.id = j.worker_id
+    WHERE j.status = 'running' AND w.state IS DISTINCT FROM 'alive';
     IF v_dead IS NOT NULL THEN
-        v_count := pgq._release(v_dead);
+        v_count := pgq._release(v_dead, '{}', TRUE);
+    END IF;
+    IF v_stopped IS NOT NULL THEN
+        v_count := v_count + pgq._release(v_stopped, '{}', FALSE);
     END IF;
 
     -- Timeouts: the worker should have stopped the handler; it did not.

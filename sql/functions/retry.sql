@@ -1,4 +1,5 @@
--- pgq.retry: dead jobs go back to queued now, with attempt reset to 0. A dead job whose
+-- pgq.retry: dead jobs go back to queued now, with attempt (and the count of lost
+-- deliveries, see max_deliveries) reset to 0. A dead job whose
 -- dedupe_key is taken by a live job stays dead (retrying it would duplicate work); of
 -- several dead jobs with one dedupe_key, only the newest is retried.
 -- Other ids are ignored. Returns the number of jobs re-queued. Raises PQ001.
@@ -16,16 +17,19 @@ DECLARE
 BEGIN
     PERFORM pgq._check_ids('job_ids', job_ids);
     FOR v_job IN
-        SELECT DISTINCT ON (d.entrypoint, coalesce(d.dedupe_key, d.id::text)) d.id, d.entrypoint
+        -- One per dedupe_key; a job without a key is its own group (by id, never mixed up
+        -- with a key that happens to spell an id).
+        SELECT DISTINCT ON (d.entrypoint, d.dedupe_key, CASE WHEN d.dedupe_key IS NULL THEN d.id END)
+            d.id, d.entrypoint
         FROM pgq._jobs AS d
         WHERE d.id = ANY (job_ids) AND d.status = 'dead'
-        ORDER BY d.entrypoint, coalesce(d.dedupe_key, d.id::text), d.id DESC
+        ORDER BY d.entrypoint, d.dedupe_key, CASE WHEN d.dedupe_key IS NULL THEN d.id END, d.id DESC
     LOOP
         -- A live job may take the dedupe_key at any moment, even one enqueued concurrently:
         -- the unique index decides, and the loser stays dead.
         BEGIN
             UPDATE pgq._jobs AS j
-            SET status = 'queued', attempt = 0, run_at = now()
+            SET status = 'queued', attempt = 0, lost = 0, run_at = now()
             WHERE j.id = v_job.id AND j.status = 'dead';
             IF FOUND THEN
                 v_count := v_count + 1;

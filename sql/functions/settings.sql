@@ -14,7 +14,8 @@ RETURNS TABLE (
     timeout interval,
     concurrency integer,
     rate numeric,
-    retention interval
+    retention interval,
+    max_deliveries integer
 )
 LANGUAGE plpgsql
 STABLE
@@ -35,7 +36,8 @@ BEGIN
         coalesce(q.timeout, d.timeout),
         q.concurrency,
         q.rate,
-        coalesce(q.retention, d.retention)
+        coalesce(q.retention, d.retention),
+        coalesce(q.max_deliveries, d.max_deliveries)
     FROM (SELECT DISTINCT u.ep FROM unnest(settings.entrypoints) AS u (ep)) AS e
     CROSS JOIN pgq._defaults() AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
@@ -44,4 +46,4 @@ END
 $$;
 
 COMMENT ON FUNCTION pgq.settings(text[]) IS
-'Effective settings of entrypoints (defaults filled in): paused, max_attempts, backoff, lease, timeout, limits, retention.';
+'Effective settings of entrypoints (defaults filled in): paused, max_attempts, backoff, lease, timeout, limits, retention, max_deliveries.';

@@ -29,7 +29,9 @@ CREATE TABLE pgq._queues (
     updated_at timestamptz NOT NULL DEFAULT now(),
     -- The token bucket of a rate limit (see pgq.claim).
     rate_tokens double precision,
-    rate_refilled_at timestamptz
+    rate_refilled_at timestamptz,
+    -- A job whose worker was lost this many times goes dead (NULL: default, 0: no cap).
+    max_deliveries integer
 );
 
 -- Live jobs only: queued, waiting, running and dead. Finished jobs leave this table for
@@ -54,9 +56,8 @@ CREATE TABLE pgq._jobs (
     last_error text,
     -- The live jobs this one waits for (status 'waiting' until they all succeed).
     depends_on bigint[],
-    -- Some waiting job depends on this one: its end must be propagated. Completion looks
-    -- for dependents only when this is set, so jobs without any pay nothing.
-    has_dependents boolean NOT NULL DEFAULT FALSE,
+    -- Deliveries that ended with the worker lost (reaped): the poison-pill count.
+    lost integer NOT NULL DEFAULT 0,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
@@ -94,6 +95,8 @@ CREATE TABLE pgq._workers (
     registered_at timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     stopped_at timestamptz,
+    -- The lease in force at the last heartbeat (the worker paces its beats by it).
+    lease interval,
     CONSTRAINT _workers_state_check CHECK (state IN ('alive', 'dead', 'stopped'))
 );
 

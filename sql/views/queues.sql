@@ -32,7 +32,8 @@ SELECT
     coalesce(q.timeout, d.timeout) AS timeout,
     coalesce(q.backoff_base, d.backoff_base) AS backoff_base,
     coalesce(q.backoff_max, d.backoff_max) AS backoff_max,
-    coalesce(q.retention, d.retention) AS retention
+    coalesce(q.retention, d.retention) AS retention,
+    coalesce(q.max_deliveries, d.max_deliveries) AS max_deliveries
 FROM counts AS c
 FULL JOIN pgq._queues AS q ON c.entrypoint = q.entrypoint
 CROSS JOIN pgq._defaults() AS d

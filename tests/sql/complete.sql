@@ -38,11 +38,11 @@ SELECT is(
 SELECT results_eq(
     $$
         SELECT o.outcome, o.entrypoint, o.priority, o.attempt, o.deliveries, o.enqueued_at, o.started_at,
-               o.finished_at, o.worker_id, o.error, o.result
+               o.finished_at BETWEEN now() AND clock_timestamp(), o.worker_id, o.error, o.result
         FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('a')
     $$,
     $$
-        SELECT 'succeeded', 'done', 9, 0, 1, now(), now(), now(), pg_temp.wid('w1'), NULL::text, NULL::jsonb
+        SELECT 'succeeded', 'done', 9, 0, 1, now(), now(), TRUE, pg_temp.wid('w1'), NULL::text, NULL::jsonb
     $$,
     'a succeeded outcome is logged with the job''s times, counters and worker'
 );

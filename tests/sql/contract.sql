@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(205);
+SELECT plan(211);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -12,7 +12,7 @@ SELECT functions_are(
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
         'fail', 'heartbeat', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume', 'retry',
-        'run_schedules', 'schedule', 'settings', 'stats', 'unregister_worker', 'unschedule'
+        'run_schedules', 'schedule', 'settings', 'stats', 'sweep', 'unregister_worker', 'unschedule'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -33,17 +33,19 @@ SELECT is(
     'pgq.claim arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.complete(uuid, bigint[], jsonb[])')),
-    'worker_id uuid, job_ids bigint[], results jsonb[] DEFAULT NULL::jsonb[]',
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.complete(uuid, bigint[], jsonb[], integer[])')),
+    'worker_id uuid, job_ids bigint[], results jsonb[] DEFAULT NULL::jsonb[], '
+    || 'deliveries integer[] DEFAULT NULL::integer[]',
     'pgq.complete arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval)')),
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer)')),
     'entrypoint text, max_attempts integer DEFAULT NULL::integer, '
     || 'backoff_base interval DEFAULT NULL::interval, '
     || 'backoff_max interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, '
     || 'timeout interval DEFAULT NULL::interval, concurrency integer DEFAULT NULL::integer, '
-    || 'rate numeric DEFAULT NULL::numeric, retention interval DEFAULT NULL::interval',
+    || 'rate numeric DEFAULT NULL::numeric, retention interval DEFAULT NULL::interval, '
+    || 'max_deliveries integer DEFAULT NULL::integer',
     'pgq.configure arguments: names, types and defaults'
 );
 SELECT is(
@@ -68,13 +70,14 @@ SELECT is(
     'pgq.enqueue_trigger arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.fail(uuid, bigint, text, interval)')),
-    'worker_id uuid, job_id bigint, error text, retry_in interval DEFAULT NULL::interval',
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.fail(uuid, bigint, text, interval, integer)')),
+    'worker_id uuid, job_id bigint, error text, retry_in interval DEFAULT NULL::interval, '
+    || 'delivery integer DEFAULT NULL::integer',
     'pgq.fail arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.heartbeat(uuid)')),
-    'worker_id uuid',
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.heartbeat(uuid, bigint[])')),
+    'worker_id uuid, running bigint[] DEFAULT NULL::bigint[]',
     'pgq.heartbeat arguments: names, types and defaults'
 );
 SELECT is(
@@ -151,17 +154,18 @@ SELECT is(
 -- Return types.
 SELECT function_returns('pgq', 'cancel', ARRAY['bigint[]'], 'integer', 'pgq.cancel returns integer');
 SELECT function_returns('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim returns setof record');
-SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'setof bigint', 'pgq.complete returns setof bigint');
-SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'void', 'pgq.configure returns void');
+SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
+SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'bigint', 'pgq.enqueue returns bigint');
 SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
-SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'text', 'pgq.fail returns text');
-SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid'], 'setof bigint', 'pgq.heartbeat returns setof bigint');
+SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
+SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'setof bigint', 'pgq.heartbeat returns setof bigint');
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
 SELECT function_returns('pgq', 'pause', ARRAY['text'], 'void', 'pgq.pause returns void');
 SELECT function_returns('pgq', 'prune', ARRAY[]::name[], 'bigint', 'pgq.prune returns bigint');
 SELECT function_returns('pgq', 'reap', ARRAY[]::name[], 'integer', 'pgq.reap returns integer');
+SELECT function_returns('pgq', 'sweep', ARRAY[]::name[], 'integer', 'pgq.sweep returns integer');
 SELECT function_returns('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'integer', 'pgq.release returns integer');
 SELECT function_returns('pgq', 'register_worker', ARRAY['text', 'text[]'], 'uuid', 'pgq.register_worker returns uuid');
 SELECT function_returns('pgq', 'resume', ARRAY['text'], 'void', 'pgq.resume returns void');
@@ -206,17 +210,18 @@ SELECT is_empty(
 -- SECURITY DEFINER, with a pinned search_path.
 SELECT is_definer('pgq', 'cancel', ARRAY['bigint[]'], 'pgq.cancel is SECURITY DEFINER');
 SELECT is_definer('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim is SECURITY DEFINER');
-SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'pgq.complete is SECURITY DEFINER');
-SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq.configure is SECURITY DEFINER');
+SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
+SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
-SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'pgq.fail is SECURITY DEFINER');
-SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid'], 'pgq.heartbeat is SECURITY DEFINER');
+SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
+SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq.heartbeat is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
 SELECT is_definer('pgq', 'pause', ARRAY['text'], 'pgq.pause is SECURITY DEFINER');
 SELECT is_definer('pgq', 'prune', ARRAY[]::name[], 'pgq.prune is SECURITY DEFINER');
 SELECT is_definer('pgq', 'reap', ARRAY[]::name[], 'pgq.reap is SECURITY DEFINER');
+SELECT is_definer('pgq', 'sweep', ARRAY[]::name[], 'pgq.sweep is SECURITY DEFINER');
 SELECT is_definer('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq.release is SECURITY DEFINER');
 SELECT is_definer('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq.register_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'resume', ARRAY['text'], 'pgq.resume is SECURITY DEFINER');
@@ -251,8 +256,10 @@ SELECT is_empty(
         SELECT p.oid::regprocedure
         FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = 'pgq'::regnamespace AND p.proname LIKE '\_%' AND p.prosecdef
+          -- A deferred trigger fires at COMMIT as the producer's role: it needs the owner's.
+          AND p.oid <> 'pgq._check_waiting()'::regprocedure
     $$,
-    'no internal function is SECURITY DEFINER'
+    'no internal function but the commit-time trigger is SECURITY DEFINER'
 );
 SELECT is_empty(
     $$
@@ -309,14 +316,14 @@ SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'p
 SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.claim');
 SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.claim');
 SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.claim');
-SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.complete');
-SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');
-SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.complete');
-SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.complete');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.complete');
+SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');
+SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.complete');
+SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.complete');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
@@ -329,14 +336,14 @@ SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_produc
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_trigger');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_trigger');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_trigger');
-SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.fail');
-SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.fail');
-SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.fail');
-SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval'], 'public', ARRAY[]::name[], 'public cannot execute pgq.fail');
-SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.heartbeat');
-SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.heartbeat');
-SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.heartbeat');
-SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid'], 'public', ARRAY[]::name[], 'public cannot execute pgq.heartbeat');
+SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.fail');
+SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.fail');
+SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.fail');
+SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.fail');
+SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.heartbeat');
+SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.heartbeat');
+SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.heartbeat');
+SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.heartbeat');
 SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.job_status');
 SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.job_status');
 SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.job_status');
@@ -353,6 +360,10 @@ SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_producer', ARRAY[
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.reap');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.reap');
 SELECT function_privs_are('pgq', 'reap', ARRAY[]::name[], 'public', ARRAY[]::name[], 'public cannot execute pgq.reap');
+SELECT function_privs_are('pgq', 'sweep', ARRAY[]::name[], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.sweep');
+SELECT function_privs_are('pgq', 'sweep', ARRAY[]::name[], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.sweep');
+SELECT function_privs_are('pgq', 'sweep', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.sweep');
+SELECT function_privs_are('pgq', 'sweep', ARRAY[]::name[], 'public', ARRAY[]::name[], 'public cannot execute pgq.sweep');
 SELECT function_privs_are(
     'pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.release'
 );

@@ -2,7 +2,7 @@
 -- macros; matching and next run in UTC whatever the session time zone (month ends, Feb 29,
 -- the day-of-month OR day-of-week rule, year end, strictly after); bad input raises PQ006.
 BEGIN;
-SELECT plan(127);
+SELECT plan(132);
 
 -- Everything is UTC: a session time zone far from it must change nothing.
 SET LOCAL timezone = 'Pacific/Kiritimati';
@@ -75,6 +75,10 @@ INSERT INTO t_matches (cron, at, expected, why) VALUES
 ('0 0 * * 5', '2025-06-13 00:00:00+00', TRUE, 'day-of-month *: a Friday'),
 ('0 0 * * 5', '2025-06-14 00:00:00+00', FALSE, 'day-of-month *: only Fridays'),
 ('0 0 13 6 5', '2025-07-04 00:00:00+00', FALSE, '13th OR Friday, but in June only'),
+('0 0 */2 * 1', '2025-06-23 00:00:00+00', TRUE, 'day-of-month */2 starts with *: odd day AND Monday'),
+('0 0 */2 * 1', '2025-06-16 00:00:00+00', FALSE, 'day-of-month */2 starts with *: a Monday on an even day'),
+('0 0 */2 * 1', '2025-06-17 00:00:00+00', FALSE, 'day-of-month */2 starts with *: an odd day not a Monday'),
+('0 0 1 * */2', '2025-06-03 00:00:00+00', FALSE, 'day-of-week */2 starts with *: Tuesday the 3rd is not the 1st'),
 ('0 9 * * MON-FRI', '2025-06-16 09:00:00+00', TRUE, 'MON-FRI on a Monday'),
 ('0 9 * * MON-FRI', '2025-06-20 09:00:00+00', TRUE, 'MON-FRI on a Friday'),
 ('0 9 * * MON-FRI', '2025-06-21 09:00:00+00', FALSE, 'MON-FRI not on a Saturday'),
@@ -131,6 +135,7 @@ INSERT INTO t_next (cron, after, expected, why) VALUES
 ('0 0 13 * 5', '2025-06-06 00:00:00+00', '2025-06-13 00:00:00+00', '13th OR Friday: Friday the 13th'),
 ('0 0 13 * 5', '2025-07-11 00:00:00+00', '2025-07-13 00:00:00+00', '13th OR Friday: a 13th that is a Sunday'),
 ('0 0 13 * *', '2025-06-14 00:00:00+00', '2025-07-13 00:00:00+00', 'day-of-week *: only the 13th'),
+('0 0 */2 * 1', '2025-06-16 00:00:00+00', '2025-06-23 00:00:00+00', 'day-of-month */2: the next odd Monday'),
 ('0 9 * * MON-FRI', '2025-06-13 09:00:00+00', '2025-06-16 09:00:00+00', 'MON-FRI skips the weekend'),
 ('0 0 1 jan,jul *', '2025-01-01 00:00:00+00', '2025-07-01 00:00:00+00', 'jan,jul: July after January'),
 ('0 0 1 jan,jul *', '2025-07-01 00:00:00+00', '2026-01-01 00:00:00+00', 'jan,jul: January across year end'),

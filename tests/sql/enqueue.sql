@@ -171,9 +171,9 @@ SELECT results_eq(
 );
 SELECT is(pgq.job_status(pg_temp.jid('waits')), 'waiting', 'job_status reports waiting');
 SELECT is(
-    (SELECT j.has_dependents FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('dep_live')),
-    TRUE,
-    'the dependency is marked as having dependents'
+    (SELECT j.depends_on FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('waits')),
+    ARRAY[pg_temp.jid('dep_live')],
+    'the waiting job records the live dependency it waits for'
 );
 INSERT INTO t_job VALUES (
     'waits_mixed',
@@ -190,10 +190,10 @@ SELECT results_eq(
 INSERT INTO t_job VALUES ('on_waiting', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('waits')]));
 SELECT results_eq(
     $$
-        SELECT pgq.job_status(pg_temp.jid('on_waiting')), j.has_dependents
-        FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('waits')
+        SELECT pgq.job_status(pg_temp.jid('on_waiting')), j.depends_on
+        FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('on_waiting')
     $$,
-    $$ VALUES ('waiting', TRUE) $$,
+    format($$ VALUES ('waiting', ARRAY[%s]::bigint[]) $$, pg_temp.jid('waits')),
     'a job can wait for a waiting job'
 );
 INSERT INTO t_job VALUES ('dep_after_done', pgq.enqueue('dep', depends_on => ARRAY[pg_temp.jid('dep_done')]));
@@ -251,9 +251,9 @@ SELECT cmp_ok(
     pg_temp.jid('on_dead'), '>', pg_temp.jid('dep_after_done'), 'a job born canceled gets a new id from the job sequence'
 );
 SELECT is(
-    (SELECT j.has_dependents FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('dep_dies')),
-    FALSE,
-    'a dead dependency is not marked as having dependents'
+    (SELECT j.status FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('dep_dies')),
+    'dead',
+    'a dead dependency is left as it is'
 );
 
 -- With a live job holding (entrypoint, dedupe_key), an enqueue with a dead dependency

@@ -1,8 +1,8 @@
 -- pgq.heartbeat: refreshes the worker (and so the leases of all its jobs), reports the
--- jobs whose cancellation was requested, sweeps (silent workers, due schedules, a prune when
--- the last one is over two hours old), PQ001/PQ002/PQ003, privileges.
+-- jobs whose cancellation was requested, sweeps (silent workers, due schedules; never a
+-- prune), releases held jobs the worker does not run, PQ001/PQ002/PQ003, privileges.
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -86,30 +86,17 @@ SELECT results_eq(
     'the heartbeat enqueued the due schedule''s job'
 );
 
--- The sweep prunes the outcome log when the last prune is over two hours old.
-SELECT is(
-    (SELECT m.last_run FROM pgq._maintenance AS m WHERE m.task = 'prune'),
-    now(),
-    'the first heartbeats pruned (no prune had run yet)'
-);
+-- Pruning is never part of a heartbeat (pgq.sweep does it, in its own transaction).
 INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, finished_at)
 VALUES (-1, 'hb', 'succeeded', 0, 0, 1, now() - interval '8 days', now() - interval '8 days');
-UPDATE pgq._maintenance SET last_run = now() - interval '1 hour' WHERE task = 'prune';
-SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats an hour after the last prune');
-SELECT is(
-    (SELECT count(*) FROM pgq._outcomes AS o WHERE o.job_id = -1),
-    1::bigint,
-    'an outcome past its retention is kept: the last prune is recent'
-);
-UPDATE pgq._maintenance SET last_run = now() - interval '3 hours' WHERE task = 'prune';
-SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats three hours after the last prune');
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w1')), 'w1 heartbeats with no prune ever run');
 SELECT results_eq(
     $$
         SELECT (SELECT count(*) FROM pgq._outcomes AS o WHERE o.job_id = -1),
-               (SELECT m.last_run FROM pgq._maintenance AS m WHERE m.task = 'prune')
+               (SELECT count(*) FROM pgq._maintenance AS m WHERE m.task = 'prune')
     $$,
-    $$SELECT 0::bigint, now()$$,
-    'the overdue prune ran: the old outcome is gone'
+    $$SELECT 1::bigint, 0::bigint$$,
+    'heartbeats never prune: the expired outcome is still there'
 );
 
 -- A reaped or stopped worker must register again.
@@ -127,6 +114,28 @@ SELECT is(pgq.unregister_worker(pg_temp.wid('w3')), 0, 'w3 unregisters');
 SELECT throws_ok(
     format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('w3')), 'PQ003', NULL,
     'heartbeat of a stopped worker raises PQ003'
+);
+
+-- running: the jobs the worker runs; held jobs not in it are released at once.
+INSERT INTO t_worker VALUES ('w4', pgq.register_worker('w4', ARRAY['hb_rec']));
+INSERT INTO t_job VALUES ('r1', pgq.enqueue('hb_rec'));
+INSERT INTO t_job VALUES ('r2', pgq.enqueue('hb_rec'));
+SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('w4'), ARRAY['hb_rec'], 2)), 2::bigint, 'w4 claims two jobs');
+SELECT is_empty(
+    format($$SELECT * FROM pgq.heartbeat(%L, running => ARRAY[%s]::bigint[])$$, pg_temp.wid('w4'), pg_temp.jid('r1')),
+    'w4 heartbeats with the one job it runs'
+);
+SELECT results_eq(
+    $$SELECT j.id, j.status, j.deliveries, j.worker_id FROM pgq._jobs AS j WHERE j.entrypoint = 'hb_rec' ORDER BY j.id$$,
+    format(
+        $$VALUES (%s::bigint, 'running', 1, %L::uuid), (%s::bigint, 'queued', 1, NULL::uuid)$$,
+        pg_temp.jid('r1'), pg_temp.wid('w4'), pg_temp.jid('r2')
+    ),
+    'the job it does not run is queued again at once, its delivery kept'
+);
+SELECT throws_ok(
+    format($$SELECT pgq.heartbeat(%L, running => ARRAY[NULL]::bigint[])$$, pg_temp.wid('w4')), 'PQ001', NULL,
+    'a NULL id in running raises PQ001'
 );
 
 -- Bad input.

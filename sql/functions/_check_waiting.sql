@@ -1,0 +1,70 @@
+-- pgq._check_waiting(): a deferred constraint trigger on new waiting jobs, fired when the
+-- producer's transaction commits (see sql/setup.sql). pgq.enqueue locks nothing while the
+-- producer's transaction is open, so a dependency may have ended before the new job became
+-- visible to it: its completion found no dependent to release, its death none to cancel.
+-- At commit, this takes a share lock on the job's dependencies, in id order (a completion,
+-- failure or claim of one waits for this commit only, not for the producer's whole
+-- transaction; one already under way is waited for) and looks again, in a fresh snapshot:
+-- a dependency that is dead or ended other than succeeded cancels the job (and its own
+-- dependents); when none is live any more, all succeeded and the job is queued. Otherwise
+-- the dependencies still live will find the job (now committed) when they end.
+CREATE OR REPLACE FUNCTION pgq._check_waiting()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_live bigint[];
+    v_dead bigint;
+    v_failed text;
+    v_id bigint;
+    v_outcome text;
+BEGIN
+    SELECT array_agg(d.id) FILTER (WHERE d.status <> 'dead'), min(d.id) FILTER (WHERE d.status = 'dead')
+    INTO v_live, v_dead
+    FROM (
+        SELECT j.id, j.status FROM pgq._jobs AS j
+        WHERE j.id = ANY (new.depends_on)
+        ORDER BY j.id
+        FOR SHARE
+    ) AS d;
+    -- The job may have left the waiting state in its own transaction (canceled, say).
+    PERFORM 1 FROM pgq._jobs AS j WHERE j.id = new.id AND j.status = 'waiting';
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_dead IS NOT NULL THEN
+        v_failed := format('dependency %s is dead', v_dead);
+    ELSIF v_live IS NULL THEN
+        FOR v_id IN SELECT DISTINCT u.id FROM unnest(new.depends_on) AS u (id) ORDER BY u.id LOOP
+            SELECT o.outcome INTO v_outcome
+            FROM pgq._outcomes AS o
+            WHERE o.job_id = v_id AND o.outcome <> 'failed'
+            ORDER BY o.finished_at DESC
+            LIMIT 1;
+            IF v_outcome IS DISTINCT FROM 'succeeded' THEN
+                v_failed := format('dependency %s ended %s', v_id, coalesce(v_outcome, 'unknown'));
+                EXIT;
+            END IF;
+        END LOOP;
+        IF v_failed IS NULL THEN
+            UPDATE pgq._jobs AS j SET status = 'queued', run_at = greatest(j.run_at, now())
+            WHERE j.id = new.id;
+            PERFORM pg_notify('pgq', new.entrypoint);
+            RETURN NULL;
+        END IF;
+    ELSE
+        RETURN NULL;
+    END IF;
+    WITH canceled AS (
+        DELETE FROM pgq._jobs AS j WHERE j.id = new.id RETURNING j.*
+    )
+    INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error)
+    SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, v_failed
+    FROM canceled AS c;
+    PERFORM pgq._cancel_dependents(ARRAY[new.id], format('dependency %s was canceled', new.id));
+    RETURN NULL;
+END
+$$;
