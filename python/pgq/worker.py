@@ -4,11 +4,14 @@ It decides nothing about a job's fate: retries, backoff, dead jobs, leases and f
 pgq.fail, pgq.claim, pgq.heartbeat and pgq.complete. Delivery is at-least-once, so
 handlers must be idempotent.
 
-One asyncio loop runs four tasks: the claimer (claims up to the free capacity, then waits
-for a NOTIFY or the poll interval), the completer (completes finished jobs in batches: what
-finishes during one round trip goes in the next), the heartbeat (extends the leases and
-learns of cancellations) and the listener (a dedicated autocommit connection on LISTEN).
-`def` handlers run in a thread pool, `async def` handlers on the loop.
+One asyncio loop runs the claimer (claims up to the free slots, then waits for a NOTIFY,
+a freed slot or the poll interval) and three supervised background tasks: the completer
+(completes finished jobs in batches: what finishes during one round trip goes in the
+next), the heartbeat (extends the leases, tells the database which jobs this worker runs,
+learns of cancellations, and sweeps now and then) and the listener (a dedicated autocommit
+connection on LISTEN). `def` handlers run in a thread pool, `async def` handlers on the
+loop. Every settle names the delivery it settles, so a late call of an earlier run of the
+same job changes nothing.
 """
 
 from __future__ import annotations
@@ -20,50 +23,42 @@ import logging
 import os
 import signal
 import socket
-import sys
+import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from .dsn import resolve_dsn
-from .errors import PgqError, UnknownWorker, WorkerGone, translate
+from .errors import InvalidArgument, PgqError, UnknownWorker, WorkerGone, translate
 from .job import Job
 
 log = logging.getLogger("pgq.worker")
 
 _TRANSIENT = (psycopg.OperationalError, PoolTimeout)
-
-
-@dataclass(frozen=True)
-class _Handler:
-    fn: Callable[..., Any]
-    is_async: bool
-    transactional: bool
-
-
-if sys.version_info >= (3, 11):
-
-    async def _within(coro: Any, seconds: float) -> Any:
-        """Await coro for at most `seconds` (TimeoutError). Unlike wait_for, no extra Task."""
-        async with asyncio.timeout(seconds):
-            return await coro
-
-else:
-
-    async def _within(coro: Any, seconds: float) -> Any:
-        return await asyncio.wait_for(coro, seconds)
+# After SIGTERM and the grace period, at most this long for the last completions and the
+# unregistration (the database may be unreachable: then the sweep releases our jobs).
+_FINAL_FLUSH = 5.0
+# How often a worker runs pgq.sweep (pruning when pg_cron is absent) beside its heartbeats.
+_SWEEP_EVERY = 60.0
+# The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
+_CLAIM_WAIT = 2.0
 
 
 class _Fenced(Exception):
     """pgq.complete did not complete the job: another delivery owns it now."""
+
+
+class _Stopping(Exception):
+    """The worker was asked to stop while it waited for the database."""
 
 
 class Worker:
@@ -100,9 +95,10 @@ class Worker:
         self.worker_id: UUID | None = None
         self.completed = 0
         self.failed = 0
-        self._handlers: dict[str, _Handler] = {}
-        self._running: dict[int, tuple[Job, asyncio.Task[None], _Handler]] = {}
-        self._done: list[Job] = []
+        self._handlers: dict[str, Handler] = {}
+        self._running: dict[Key, Run] = {}  # handlers holding a slot
+        self._unsettled: dict[Key, Job] = {}  # claimed, not yet completed/failed in the database
+        self._done: list[tuple[Job, Any]] = []  # finished: (job, result) to complete
         self._signals = 0
 
     # --- registration -------------------------------------------------------------------
@@ -121,7 +117,7 @@ class Worker:
                 raise TypeError("transactional handlers must be plain `def` functions")
             if name in self._handlers:
                 raise ValueError(f"entrypoint {name!r} already has a handler")
-            self._handlers[name] = _Handler(fn, is_async, transactional)
+            self._handlers[name] = Handler(fn, is_async, transactional)
             return fn
 
         return decorator
@@ -149,12 +145,12 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
-        self._capacity = asyncio.Event()
         self._flush = asyncio.Event()
+        self._beat_now = asyncio.Event()
+        self._abandon = False  # past the final flush: stop retrying
         self._completing = asyncio.Lock()
-        self._completing_ids: list[int] = []  # the batch pgq.complete is working on
+        self._claiming = asyncio.Lock()  # a claim in flight: no heartbeat may reconcile
         self._registering = asyncio.Lock()
-        self._claim_lost: UUID | None = None  # a claim of this worker id lost its reply
         self._batch = self.batch_size or self.concurrency
         self._lease = 30.0
         self._poll = self.poll_interval
@@ -174,20 +170,23 @@ class Worker:
         try:
             await self._register()
             background = [
-                asyncio.create_task(self._listen_loop(dsn), name="pgq-listen"),
-                asyncio.create_task(self._heartbeat_loop(), name="pgq-heartbeat"),
-                asyncio.create_task(self._complete_loop(), name="pgq-complete"),
+                asyncio.create_task(self._supervised("listen", lambda: self._listen_loop(dsn))),
+                asyncio.create_task(self._supervised("heartbeat", self._heartbeat_loop)),
+                asyncio.create_task(self._supervised("complete", self._complete_loop)),
             ]
-            await self._claim_loop()
+            with contextlib.suppress(_Stopping):  # SIGTERM while registering again
+                await self._claim_loop()
             await self._shutdown()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+        except _Stopping:
+            log.info("worker %s stopped before it could register", self.name)
         finally:
             self._remove_signal_handlers()
-            await self._pool.close()
+            await self._pool.close(timeout=1.0)
             if self._sync_pool is not None:
-                self._sync_pool.close()
+                self._sync_pool.close(timeout=1.0)
             self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("worker %s stopped: %d completed, %d failed", self.name, self.completed, self.failed)
 
@@ -215,13 +214,28 @@ class Worker:
     def _begin_stop(self) -> None:
         self._stopping.set()
         self._wake.set()
-        self._capacity.set()
+
+    async def _supervised(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run a background loop for the worker's whole life: a crash is logged and the loop
+        restarted, so no task dies silently (heartbeats going on while completions stop)."""
+        while True:
+            try:
+                await loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the %s task failed; restarting it in 1 s", name)
+                await asyncio.sleep(1.0)
 
     # --- database -----------------------------------------------------------------------
 
-    async def _sql(self, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    async def _sql(
+        self, query: str, params: tuple[Any, ...] = (), *, wait: float | None = None
+    ) -> list[dict[str, Any]]:
+        """One statement on a pooled connection; `wait` bounds the wait for a connection."""
         try:
-            async with self._pool.connection() as conn:
+            async with self._pool.connection(timeout=wait) as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(query, params)
                 return await cur.fetchall() if cur.description else []
@@ -231,31 +245,45 @@ class Worker:
                 raise
             raise err from exc
 
-    async def _retrying(self, what: str, query: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        """Run a statement until it succeeds, backing off while the database is away."""
+    async def _persist(
+        self, what: str, query: str, params: tuple[Any, ...] = (), *, startup: bool = False
+    ) -> list[dict[str, Any]]:
+        """Run a statement until it succeeds: through a lost connection, a failover's
+        read-only window or any other error, backing off and saying so. Gives up (raises
+        _Stopping) on SIGTERM while registering (startup), or after the final flush."""
         delay = 0.1
         while True:
             try:
                 return await self._sql(query, params)
-            except _TRANSIENT as exc:
-                log.warning("%s failed (%s); retrying in %.1f s", what, str(exc).strip(), delay)
+            except (InvalidArgument, UnknownWorker, WorkerGone):
+                raise
+            except (PgqError, psycopg.Error, PoolTimeout) as exc:
+                transient = isinstance(exc, _TRANSIENT)
+                log.log(
+                    logging.WARNING if transient else logging.ERROR,
+                    "%s failed (%s); retrying in %.1f s",
+                    what,
+                    str(exc).strip(),
+                    delay,
+                )
+            if self._abandon or (startup and self._stopping.is_set()):
+                raise _Stopping()
+            if startup:
+                await self._sleep(delay)  # SIGTERM ends the wait at once
+            else:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, 5.0)
 
     async def _register(self) -> None:
-        rows = await self._retrying(
+        rows = await self._persist(
             "register",
             "SELECT pgq.register_worker(name => %s::text, entrypoints => %s::text[]) AS id",
             (self.name, self.entrypoints),
+            startup=True,
         )
         self.worker_id = rows[0]["id"]
         await self._refresh_settings()
-        log.info(
-            "worker %s registered as %s for %s",
-            self.name,
-            self.worker_id,
-            ", ".join(self.entrypoints),
-        )
+        log.info("worker %s registered as %s for %s", self.name, self.worker_id, ", ".join(self.entrypoints))
 
     async def _refresh_settings(self) -> None:
         rows = await self._sql(
@@ -272,29 +300,18 @@ class Worker:
     async def _reregister(self, reason: Exception, old: UUID | None) -> None:
         """Our worker row `old` is gone (reaped after a long outage): the jobs we hold were or
         will be re-delivered elsewhere, so stop them and start over under a new id. The claim
-        and heartbeat loops may both find out: the lock and the id check make it happen once."""
+        and heartbeat loops may both find out: the lock and the id check make it happen once.
+        The old runs keep their slots until their handlers really stop."""
         async with self._registering:
             if self.worker_id != old:
                 return  # the other loop registered already
             log.warning("worker %s: %s; registering again", old, reason)
-            for job, task, handler in list(self._running.values()):
-                if job.worker_id == old:
-                    job._cancel.set()
-                    if handler.is_async:
-                        task.cancel()
+            for run in list(self._running.values()):
+                if run.job.worker_id == old:
+                    run.job._cancel.set()
+                    if run.handler.is_async and run.task is not None:
+                        run.task.cancel()
             await self._register()
-
-    async def _release_unknown(self, worker_id: UUID | None) -> None:
-        """A claim's reply was lost: it may have committed, leaving us jobs we will never run
-        (and would keep alive with our heartbeats). Give back all but the ones we know of."""
-        known = [*self._running, *(job.id for job in self._done), *self._completing_ids]
-        rows = await self._sql(
-            "SELECT pgq.release(worker_id => %s::uuid, keep => %s::bigint[]) AS released",
-            (worker_id, known),
-        )
-        self._claim_lost = None
-        if rows[0]["released"]:
-            log.warning("released %d jobs of a claim whose reply was lost", rows[0]["released"])
 
     # --- claiming -----------------------------------------------------------------------
 
@@ -303,23 +320,28 @@ class Worker:
         while not self._stopping.is_set():
             free = self.concurrency - len(self._running)
             if free <= 0:
-                self._capacity.clear()
-                await self._capacity.wait()
+                self._wake.clear()
+                await self._wake.wait()
                 continue
             wanted = min(free, self._batch)
             self._wake.clear()
             worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
             try:
-                if self._claim_lost == worker_id:
-                    await self._release_unknown(worker_id)
-                rows = await self._sql(
-                    "SELECT * FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[],"
-                    " batch_size => %s::int)",
-                    (worker_id, self.entrypoints, wanted),
-                )
+                async with self._claiming:
+                    # While the database is away, waiting for a connection must not keep
+                    # SIGTERM from being noticed for long.
+                    rows = await self._sql(
+                        "SELECT * FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[],"
+                        " batch_size => %s::int)",
+                        (worker_id, self.entrypoints, wanted),
+                        wait=_CLAIM_WAIT,
+                    )
+                    for row in rows:
+                        self._start(Job(**row, worker_id=worker_id))
             except _TRANSIENT as exc:
-                # The claim may have committed before the connection broke.
-                self._claim_lost = worker_id
+                # The claim may have committed before the connection broke: the next
+                # heartbeat tells the database what we run, which gives those jobs back.
+                self._beat_now.set()
                 log.warning("claim failed (%s); retrying in %.1f s", str(exc).strip(), delay)
                 await self._sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -335,10 +357,9 @@ class Worker:
                 delay = min(delay * 2, 30.0)
                 continue
             delay = 0.1
-            for row in rows:
-                self._start(Job(**row, worker_id=worker_id))
             if len(rows) < wanted:
-                # Drained: sleep until a NOTIFY, or poll (a lost NOTIFY, a run_at reached).
+                # Drained (or at a limit): sleep until a NOTIFY, a freed slot or a settled
+                # job wakes us, or poll (a lost NOTIFY, a run_at reached).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._poll)
 
@@ -347,85 +368,97 @@ class Worker:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _start(self, job: Job) -> None:
-        handler = self._handlers[job.entrypoint]
+        run = Run(job, self._handlers[job.entrypoint])
         if job.deliveries > 1:
             log.info("job %d (%s): delivery %d", job.id, job.entrypoint, job.deliveries)
-        task = self._loop.create_task(self._execute(job, handler))
-        self._running[job.id] = (job, task, handler)
+        self._unsettled[run.key] = job
+        self._running[run.key] = run
+        run.task = self._loop.create_task(self._execute(run))
 
     # --- running handlers ---------------------------------------------------------------
 
-    async def _execute(self, job: Job, handler: _Handler) -> None:
-        timeout = job.timeout.total_seconds()
+    async def _execute(self, run: Run) -> None:
+        job = run.job
         try:
-            if handler.transactional:
-                await asyncio.wait_for(
-                    asyncio.shield(
-                        self._loop.run_in_executor(self._executor, self._run_in_transaction, job, handler)
-                    ),
-                    timeout,
-                )
+            result = await call_handler(run, self._executor, self._in_thread)
+            if run.handler.transactional:
+                self._settled(run)  # completed in the handler's transaction
                 self.completed += 1
-                return
-            if handler.is_async:
-                await _within(handler.fn(job), timeout)
+            elif job.cancelled and self.worker_id == job.worker_id:
+                await self._fail(run, "canceled: the handler returned after cancellation was requested")
             else:
-                await asyncio.wait_for(
-                    asyncio.shield(self._loop.run_in_executor(self._executor, handler.fn, job)),
-                    timeout,
-                )
-        except asyncio.TimeoutError:
+                self._done.append((job, check_result(result)))
+                self._flush.set()
+        except Timeout:
             job._cancel.set()
-            await self._fail(job, f"timeout: ran longer than {job.timeout}")
+            await self._fail(run, f"timeout: ran longer than {job.timeout}")
+            if run.thread is not None:
+                log.warning("job %d (%s): the handler goes on past its timeout", job.id, job.entrypoint)
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(run.thread)  # its slot stays taken until it stops
         except asyncio.CancelledError:
             if self._stopping.is_set() and not job.cancelled:
                 return  # shutdown past the grace period: unregister releases the job
-            await self._fail(job, "canceled")
+            await self._fail(run, "canceled")
         except _Fenced:
+            self._settled(run)
             log.warning(
-                "job %d (%s): no longer held by this worker; its writes were rolled back",
+                "job %d (%s): delivery %d no longer held by this worker; its writes were rolled back",
                 job.id,
                 job.entrypoint,
+                job.deliveries,
             )
-        except Exception:
-            await self._fail(job, traceback.format_exc())
-        else:
-            self._done.append(job)
-            self._flush.set()
+        except NotJson as exc:
+            await self._fail(run, str(exc))
+        except Exception:  # JobCancelled included: pgq.fail cancels a job whose cancel was requested
+            await self._fail(run, traceback.format_exc())
         finally:
-            self._running.pop(job.id, None)
-            self._capacity.set()
+            self._running.pop(run.key, None)
+            self._wake.set()
 
-    def _run_in_transaction(self, job: Job, handler: _Handler) -> None:
+    def _in_thread(self, run: Run) -> Any:
+        if not run.handler.transactional:
+            return run.handler.fn(run.job)
         assert self._sync_pool is not None
+        job = run.job
         with self._sync_pool.connection() as conn, conn.transaction():
-            handler.fn(job, conn)
+            result = check_result(run.handler.fn(job, conn))
             done = conn.execute(
-                "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[])",
-                (job.worker_id, [job.id]),
+                "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[],"
+                " results => %s::jsonb[], deliveries => %s::int[])",
+                (job.worker_id, [job.id], [None if result is None else Jsonb(result)], [job.deliveries]),
             ).fetchall()
             if not done:
                 raise _Fenced()
+        return result
 
-    async def _fail(self, job: Job, error: str) -> None:
+    def _settled(self, run: Run) -> None:
+        self._unsettled.pop(run.key, None)
+
+    async def _fail(self, run: Run, error: str) -> None:
+        job = run.job
         self.failed += 1
         try:
-            rows = await self._retrying(
+            rows = await self._persist(
                 f"fail job {job.id}",
-                "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text) AS status",
-                (job.worker_id, job.id, error),
+                "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
+                " delivery => %s::int) AS status",
+                (job.worker_id, job.id, error, job.deliveries),
             )
-        except PgqError as exc:
+        except (PgqError, _Stopping) as exc:
             log.error("job %d (%s): could not record the failure: %s", job.id, job.entrypoint, exc)
             return
+        finally:
+            self._settled(run)
+            self._wake.set()
         status = rows[0]["status"] or "not held by this worker any more"
-        first_line = error.strip().splitlines()[-1] if error.strip() else error
+        last_line = error.strip().splitlines()[-1] if error.strip() else error
         log.warning(
             "job %d (%s) failed on attempt %d: %s -> %s",
             job.id,
             job.entrypoint,
             job.attempt + 1,
-            first_line,
+            last_line,
             status,
         )
 
@@ -440,61 +473,92 @@ class Worker:
     async def _complete_pending(self) -> None:
         # One flush at a time: shutdown's final flush must wait for a batch in flight.
         async with self._completing:
-            await self._complete_batches()
+            while self._done:
+                batch, self._done = self._done[:10000], self._done[10000:]
+                by_worker: dict[UUID, list[tuple[Job, Any]]] = {}
+                for job, result in batch:
+                    by_worker.setdefault(job.worker_id, []).append((job, result))
+                for worker_id, entries in by_worker.items():
+                    await self._complete(worker_id, entries)
+                self._wake.set()  # a limited entrypoint may have a free slot now
 
-    async def _complete_batches(self) -> None:
-        while self._done:
-            batch, self._done = self._done[:10000], self._done[10000:]
-            by_worker: dict[UUID, list[int]] = {}
-            for job in batch:
-                by_worker.setdefault(job.worker_id, []).append(job.id)
-            for worker_id, ids in by_worker.items():
-                self._completing_ids = ids
-                try:
-                    rows = await self._retrying(
-                        "complete",
-                        "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[]) AS id",
-                        (worker_id, ids),
-                    )
-                finally:
-                    self._completing_ids = []
-                self.completed += len(rows)
-                if len(rows) < len(ids):
-                    lost = sorted(set(ids) - {r["id"] for r in rows})
-                    log.warning(
-                        "jobs %s were no longer held by this worker (re-delivered); not completed",
-                        lost,
-                    )
+    async def _complete(self, worker_id: UUID, entries: list[tuple[Job, Any]]) -> None:
+        ids = [job.id for job, _ in entries]
+        results = None
+        if any(result is not None for _, result in entries):
+            results = [None if result is None else Jsonb(result) for _, result in entries]
+        try:
+            rows = await self._persist(
+                "complete",
+                "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[], results => %s::jsonb[],"
+                " deliveries => %s::int[]) AS id",
+                (worker_id, ids, results, [job.deliveries for job, _ in entries]),
+            )
+        except _Stopping:
+            log.error("jobs %s finished but could not be completed; they will run again", ids)
+            return
+        finally:
+            for job, _ in entries:
+                self._unsettled.pop((job.id, job.deliveries), None)
+        self.completed += len(rows)
+        if len(rows) < len(ids):
+            lost = sorted(set(ids) - {r["id"] for r in rows})
+            log.warning("jobs %s were no longer held by this delivery (re-delivered); not completed", lost)
 
     # --- heartbeat and wake-ups ---------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
+        swept = time.monotonic()
         while True:
             # Well inside the lease: a missed beat or two still keeps the jobs.
-            await asyncio.sleep(min(max(self._lease / 4, 0.1), 10.0))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._beat_now.wait(), min(max(self._lease / 4, 0.1), 10.0))
+            self._beat_now.clear()
             worker_id = self.worker_id
             try:
-                rows = await self._sql("SELECT pgq.heartbeat(worker_id => %s::uuid) AS id", (worker_id,))
+                # No claim may be in flight: the database would release a job we are about
+                # to learn of. Jobs claimed by a reply we lost are released here.
+                async with self._claiming:
+                    running = sorted(
+                        {job.id for job in self._unsettled.values() if job.worker_id == worker_id}
+                    )
+                    rows = await self._sql(
+                        "SELECT pgq.heartbeat(worker_id => %s::uuid, running => %s::bigint[]) AS id",
+                        (worker_id, running),
+                        wait=_CLAIM_WAIT,  # the claimer waits for this lock
+                    )
                 await self._refresh_settings()
             except _TRANSIENT as exc:
                 log.warning("heartbeat failed (%s)", str(exc).strip())
                 continue
             except (WorkerGone, UnknownWorker) as exc:
                 if not self._stopping.is_set():
-                    await self._reregister(exc, worker_id)
+                    with contextlib.suppress(_Stopping):
+                        await self._reregister(exc, worker_id)
                 continue
             except (PgqError, psycopg.Error) as exc:
                 log.error("heartbeat failed: %s", exc)
                 continue
-            for row in rows:
-                entry = self._running.get(row["id"])
-                if entry is None:
-                    continue
-                job, task, handler = entry
-                log.info("job %d (%s): cancellation requested", job.id, job.entrypoint)
-                job._cancel.set()
-                if handler.is_async:
-                    task.cancel()
+            self._cancel({row["id"] for row in rows})
+            if time.monotonic() - swept > _SWEEP_EVERY:
+                swept = time.monotonic()
+                await self._sweep()
+
+    def _cancel(self, ids: set[int]) -> None:
+        for run in self._running.values():
+            if run.job.id in ids and run.job.worker_id == self.worker_id and not run.job.cancelled:
+                log.info("job %d (%s): cancellation requested", run.job.id, run.job.entrypoint)
+                run.job._cancel.set()
+                if run.handler.is_async and run.task is not None:
+                    run.task.cancel()
+
+    async def _sweep(self) -> None:
+        """Maintenance when pg_cron is absent (pruning), in its own transaction: it can
+        neither slow nor fail a heartbeat."""
+        try:
+            await self._sql("SELECT pgq.sweep()")
+        except (PgqError, psycopg.Error, PoolTimeout) as exc:
+            log.warning("sweep failed: %s", exc)
 
     async def _listen_loop(self, dsn: str) -> None:
         delay = 0.1
@@ -529,7 +593,7 @@ class Worker:
         every job; a direct connection gets the probe within milliseconds.
         """
         token = f"probe:{uuid.uuid4()}"
-        await self._retrying("notify probe", "SELECT pg_notify('pgq', %s)", (token,))
+        await self._persist("notify probe", "SELECT pg_notify('pgq', %s)", (token,))
         probe = conn.notifies(timeout=10)
         try:
             async for notify in probe:
@@ -543,25 +607,34 @@ class Worker:
     # --- shutdown -----------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
-        tasks = [task for _, task, _ in self._running.values()]
+        """Bounded whatever the database does: the grace period, then at most _FINAL_FLUSH
+        for the last completions and again for the unregistration."""
+        tasks = [run.task for run in self._running.values() if run.task is not None]
         if tasks:
             log.info("waiting up to %.0f s for %d running jobs", self.grace_period, len(tasks))
             await asyncio.wait(tasks, timeout=self.grace_period)
-        leftover = [task for _, task, _ in self._running.values()]
+        leftover = [run.task for run in self._running.values() if run.task is not None]
         for task in leftover:
             task.cancel()
-        await asyncio.gather(*leftover, return_exceptions=True)
-        await self._complete_pending()
-        if self.worker_id is not None:
-            try:
-                rows = await self._sql(
+        if leftover:
+            await asyncio.wait(leftover, timeout=1.0)
+        try:
+            await asyncio.wait_for(self._complete_pending(), _FINAL_FLUSH)
+        except asyncio.TimeoutError:
+            self._abandon = True
+            log.error("could not complete %d finished jobs in time; they will run again", len(self._done))
+        if self.worker_id is None:
+            return
+        try:
+            rows = await asyncio.wait_for(
+                self._sql(
                     "SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released",
                     (self.worker_id,),
-                )
-                if rows and rows[0]["released"]:
-                    log.info("released %d unfinished jobs", rows[0]["released"])
-            except (PgqError, *_TRANSIENT) as exc:
-                log.warning(
-                    "could not unregister (%s); the sweep will release our jobs after the lease",
-                    exc,
-                )
+                    wait=_FINAL_FLUSH,
+                ),
+                _FINAL_FLUSH,
+            )
+            if rows and rows[0]["released"]:
+                log.info("released %d unfinished jobs", rows[0]["released"])
+        except (PgqError, asyncio.TimeoutError, *_TRANSIENT) as exc:
+            log.warning("could not unregister (%s); the sweep will release our jobs after the lease", exc)

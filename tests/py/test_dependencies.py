@@ -162,20 +162,20 @@ def test_one_of_two_dependencies_completing_does_not_release_the_waiter(conn: ps
 # --- an enqueue racing the completion of its dependency -----------------------------------
 
 
-def test_enqueue_first_then_completion_waits_for_it_and_releases(dsn: str, conn: psycopg.Connection) -> None:
-    """The producer's transaction locked A (enqueue with depends_on); the completion of A
-    must wait for it, then see the new dependent and release it."""
+def test_enqueue_first_then_completion_does_not_wait_and_the_commit_releases(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """The producer's transaction is open (enqueue with depends_on): the completion of A does
+    not wait for it; the producer's commit finds A succeeded and releases the new job."""
     a = enqueue(conn, "race1")
     wid = register(conn, ["race1"])
     assert claim_one(conn, wid, "race1") == a
     with psycopg.connect(dsn) as producer, psycopg.connect(dsn, autocommit=True) as finisher:
         w = enqueue(producer, "race1_w", [a])
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            done = pool.submit(complete, finisher, wid, a)
-            assert wait_until_waiting_on_lock(conn, finisher.info.backend_pid), "completion did not wait"
-            assert not done.done()
-            producer.commit()
-            assert done.result(timeout=30) == [a]
+        finisher.execute("SET lock_timeout = '5s'")
+        assert complete(finisher, wid, a) == [a]
+        assert status(conn, w) is None, "not committed yet"
+        producer.commit()
     assert status(conn, w) == "queued"
 
 

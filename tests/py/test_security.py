@@ -48,6 +48,7 @@ FUNCTIONS: dict[str, set[str]] = {
     "complete": {WORKER, ADMIN},
     "fail": {WORKER, ADMIN},
     "reap": {WORKER, ADMIN},
+    "sweep": {WORKER, ADMIN},
     "release": {WORKER, ADMIN},
     "settings": {WORKER, ADMIN},
     "cancel": {ADMIN},
@@ -140,8 +141,10 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
         " WHERE p.pronamespace = 'pgq'::regnamespace"
     ).fetchall()
     definers = [r for r in rows if r[1]]
-    # Every public function runs as the owner but the trigger, which runs as the writer.
-    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS
+    # Every public function runs as the owner but the trigger, which runs as the writer; of
+    # the internal ones, only the commit-time check of new waiting jobs (it fires as the
+    # producer, at COMMIT, outside any pgq function).
+    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {"_check_waiting"}
     assert {r[4] for r in rows if not r[1] and not r[4].startswith("_")} == INVOKER_FUNCTIONS
     bad = [r[0] for r in definers if r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3]]
     assert bad == [], f"SECURITY DEFINER without SET search_path = pg_catalog, pg_temp: {bad}"
@@ -152,9 +155,10 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
         if r[2] == "plpgsql" and (r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3])
     ]
     assert bad == [], f"plpgsql functions without a pinned search_path: {bad}"
-    # Only public functions run as the owner.
+    # Only public functions run as the owner, and the commit-time trigger function; it is
+    # executable by no role (a trigger needs no EXECUTE when it fires).
     helpers = [r[0] for r in rows if r[1] and r[0].startswith("pgq._")]
-    assert helpers == [], f"internal SECURITY DEFINER functions: {helpers}"
+    assert helpers == ["pgq._check_waiting()"], f"internal SECURITY DEFINER functions: {helpers}"
 
 
 def test_pgq_objects_are_owned_by_the_installer_or_a_superuser(conn: psycopg.Connection) -> None:
@@ -259,6 +263,7 @@ PRACTICE: list[tuple[str, set[str]]] = [
     (f"SELECT pgq.fail({W}, 1, 'e')", {WORKER, ADMIN}),
     (f"SELECT pgq.unregister_worker({W})", {WORKER, ADMIN}),
     ("SELECT pgq.reap()", {WORKER, ADMIN}),
+    ("SELECT pgq.sweep()", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.settings(ARRAY['hx_priv'])", {WORKER, ADMIN}),
     ("SELECT pgq.cancel(ARRAY[1]::bigint[])", {ADMIN}),
     ("SELECT pgq.retry(ARRAY[1]::bigint[])", {ADMIN}),
@@ -288,7 +293,7 @@ PRACTICE: list[tuple[str, set[str]]] = [
     ("TRUNCATE pgq._jobs", set()),
     ("SELECT nextval('pgq._jobs_id_seq')", set()),
     ("SELECT pgq._invalid('a', 'b', 'c')", set()),
-    ("SELECT pgq._sweep()", set()),
+    ("SELECT pgq._sweep(TRUE)", set()),
     ("SELECT pgq._release(ARRAY[gen_random_uuid()])", set()),
     ("SELECT pgq._fail(1, 'e', NULL)", set()),
     ("SELECT pgq._cancel_dependents(ARRAY[1]::bigint[], 'x')", set()),

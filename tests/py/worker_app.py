@@ -94,3 +94,60 @@ async def part(job: pgq.Job) -> None:
 @worker.entrypoint("merge")
 async def merge(job: pgq.Job) -> None:
     await _step(job)
+
+
+# --- faults (test_worker_faults.py) ---------------------------------------------------------
+
+
+def _sleep_first(job: pgq.Job) -> float:
+    """The payload's sleep, on the first delivery only: the re-delivery is quick."""
+    payload = job.payload or {}
+    return float(payload.get("sleep", 0)) if job.deliveries == 1 else 0.0
+
+
+@worker.entrypoint("tx_slow", transactional=True)
+def tx_slow(job: pgq.Job, conn) -> None:
+    record(job, "start")
+    time.sleep(_sleep_first(job))
+    conn.execute("INSERT INTO tx_effects (job_id) VALUES (%s)", (job.id,))
+    record(job, "end")
+
+
+@worker.entrypoint("stubborn")
+def stubborn(job: pgq.Job) -> None:
+    """A sync handler that ignores cancellation and timeouts (it cannot be interrupted)."""
+    record(job, "start")
+    time.sleep(float((job.payload or {}).get("sleep", 0)) if job.deliveries == 1 else 0.0)
+    record(job, "end")
+
+
+@worker.entrypoint("two_lives")
+def two_lives(job: pgq.Job) -> None:
+    """The first delivery cannot be interrupted; a later one stops when cancelled."""
+    record(job, "start")
+    if job.deliveries == 1:
+        time.sleep(float((job.payload or {}).get("sleep", 0)))
+    else:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if job.cancelled:
+                record(job, "cancelled")
+                raise pgq.JobCancelled()
+            time.sleep(0.02)
+    record(job, "end")
+
+
+@worker.entrypoint("limited")
+async def limited(job: pgq.Job) -> None:
+    record(job, "start")
+    await asyncio.sleep(0.01)
+    record(job, "end")
+
+
+@worker.entrypoint("returns")
+async def returns(job: pgq.Job) -> object:
+    record(job)
+    payload = job.payload or {}
+    if payload.get("not_json"):
+        return {1, 2}
+    return {"double": payload.get("n", 0) * 2}

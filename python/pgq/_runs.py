@@ -1,0 +1,107 @@
+"""What the worker tracks per delivery, and how it runs one handler.
+
+A delivery (a job id and the `deliveries` value its claim returned) is the unit: the same
+job can be claimed again by this very process (re-queued after a timeout, or after a
+re-registration) while its first run still executes, so nothing is keyed by job id alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .job import Job
+
+Key = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Handler:
+    fn: Callable[..., Any]
+    is_async: bool
+    transactional: bool
+
+
+@dataclass(eq=False)
+class Run:
+    """One delivery being handled. It holds a slot from claim until its handler really
+    stops: a sync handler that overran its timeout keeps its thread, so it keeps its slot."""
+
+    job: Job
+    handler: Handler
+    task: asyncio.Task[None] | None = None
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    # A sync handler's thread: the run keeps its slot until this is done.
+    thread: asyncio.Future[Any] | None = None
+
+    @property
+    def key(self) -> Key:
+        return (self.job.id, self.job.deliveries)
+
+
+class Timeout(Exception):
+    """The handler ran past its timeout."""
+
+
+class NotJson(Exception):
+    """The handler returned a value that cannot be stored as the job's result."""
+
+
+if sys.version_info >= (3, 11):
+
+    async def within(coro: Any, seconds: float) -> Any:
+        """Await coro for at most `seconds` (TimeoutError). Unlike wait_for, no extra Task."""
+        async with asyncio.timeout(seconds):
+            return await coro
+
+else:
+
+    async def within(coro: Any, seconds: float) -> Any:
+        return await asyncio.wait_for(coro, seconds)
+
+
+def check_result(value: Any) -> Any:
+    """The handler's return value, if it can be stored as JSON (None stores nothing)."""
+    if value is None:
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise NotJson(f"the handler's return value is not JSON: {exc}") from None
+    return value
+
+
+async def call_handler(
+    run: Run,
+    executor: ThreadPoolExecutor,
+    in_thread: Callable[[Run], Any],
+) -> Any:
+    """Run the handler; return its result. Raises Timeout once the handler ran longer than
+    the job's timeout (counted from the moment it started, never while it waited for a
+    thread); the caller settles the job then, and waits for the thread separately."""
+    job, handler = run.job, run.handler
+    timeout = job.timeout.total_seconds()
+    if handler.is_async:
+        run.started.set()
+        try:
+            return await within(handler.fn(job), timeout)
+        except asyncio.TimeoutError:
+            raise Timeout() from None
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(executor, _started, run, loop, in_thread)
+    run.thread = future
+    await run.started.wait()
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), timeout)
+    except asyncio.TimeoutError:
+        raise Timeout() from None
+
+
+def _started(run: Run, loop: asyncio.AbstractEventLoop, in_thread: Callable[[Run], Any]) -> Any:
+    loop.call_soon_threadsafe(run.started.set)
+    return in_thread(run)

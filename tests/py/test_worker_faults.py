@@ -1,0 +1,216 @@
+"""Faults of the worker found by an audit, each forced in a real `pgq worker` process:
+handlers past their timeout, re-registration, a read-only window, a database that goes
+away during shutdown, lost claim replies, concurrency limits. The invariants: a slot is
+held until the handler really stops, a stale run never settles a newer delivery, no
+background task dies, shutdown is bounded, nothing stays stuck.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from proxy import Proxy
+from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def spawn(dsn: str, ledger: Path) -> Iterator:
+    started: list[WorkerProcess] = []
+
+    def start(worker_dsn: str | None = None, **env: str) -> WorkerProcess:
+        proc = WorkerProcess(worker_dsn or dsn, ledger, **env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()
+
+
+def enqueue(dsn: str, entrypoint: str, payload: str = "{}", n: int = 1, **kwargs: str) -> list[int]:
+    extra = "".join(f", {k} => {v}" for k, v in kwargs.items())
+    return [scalar(dsn, f"SELECT pgq.enqueue(%s, %s::jsonb{extra})", (entrypoint, payload)) for _ in range(n)]
+
+
+def events(ledger: Path, event: str, entrypoint: str | None = None) -> list[tuple[int, int]]:
+    return [
+        (job, deliveries)
+        for job, deliveries, ep, ev, _ in ledger_lines(ledger)
+        if ev == event and (entrypoint is None or ep == entrypoint)
+    ]
+
+
+def most_at_once(ledger: Path) -> int:
+    """The most handler runs of the process that were between their start and end at once."""
+    marks = sorted(
+        (t, 1 if ev == "start" else -1) for _, _, _, ev, t in ledger_lines(ledger) if ev in ("start", "end")
+    )
+    now = peak = 0
+    for _, step in marks:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def outcomes(dsn: str, job_id: int) -> list[tuple[str, int]]:
+    return [
+        (r[0], r[1])
+        for r in execute(
+            dsn,
+            "SELECT outcome, deliveries FROM pgq.outcomes WHERE job_id = %s ORDER BY finished_at",
+            (job_id,),
+        )
+    ]
+
+
+def alive_worker(dsn: str) -> str:
+    return wait_until(
+        lambda: scalar(dsn, "SELECT max(id::text) FROM pgq._workers WHERE state = 'alive'"), 30, "a worker"
+    )
+
+
+def test_a_transactional_handler_past_its_timeout_cannot_settle_the_next_delivery(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    execute(dsn, "CREATE TABLE IF NOT EXISTS tx_effects (job_id bigint)")
+    scalar(dsn, "SELECT pgq.configure('tx_slow', timeout => '1 second', backoff_base => '0.1 seconds')")
+    [job] = enqueue(dsn, "tx_slow", '{"sleep": 3}')
+    worker = spawn(APP_CONCURRENCY="1")
+    wait_until(lambda: ("succeeded", 2) in outcomes(dsn, job), 60, "the second delivery to succeed")
+    assert worker.terminate() == 0
+    assert outcomes(dsn, job)[0][0] == "failed", "the first run timed out"
+    assert execute(dsn, "SELECT job_id FROM tx_effects") == [(job,)], (
+        "the first run's writes were rolled back"
+    )
+    assert most_at_once(ledger) == 1, "two handlers ran at concurrency 1"
+    assert sorted(events(ledger, "end")) == [(job, 1), (job, 2)]
+
+
+def test_a_sync_handler_that_overran_keeps_its_slot_and_the_next_job_starts_fresh(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    scalar(dsn, "SELECT pgq.configure('stubborn', timeout => '1 second', backoff_base => '1 hour')")
+    [slow] = enqueue(dsn, "stubborn", '{"sleep": 3}', priority="1")
+    [quick] = enqueue(dsn, "stubborn")
+    worker = spawn(APP_CONCURRENCY="1")
+    wait_until(lambda: outcomes(dsn, quick) == [("succeeded", 1)], 60, "the quick job to succeed")
+    assert worker.terminate() == 0
+    assert outcomes(dsn, slow) == [("failed", 1)], "the overrunning job timed out once"
+    assert most_at_once(ledger) == 1, "the next job started while the timed-out thread still ran"
+    assert sorted(events(ledger, "start")) == sorted([(slow, 1), (quick, 1)])
+
+
+def test_re_registration_keeps_each_delivery_in_its_own_books(dsn: str, ledger: Path, spawn) -> None:
+    """The worker is declared dead while a handler it cannot interrupt runs; registered
+    again, it claims the same job. The first run ending must not take the second's entry
+    with it: a cancel must still reach the second, and the slots stay counted."""
+    scalar(dsn, "SELECT pgq.configure('two_lives', lease => '1 second')")
+    [job] = enqueue(dsn, "two_lives", '{"sleep": 3}')
+    worker = spawn(APP_CONCURRENCY="2")
+    wait_until(lambda: events(ledger, "start"), 30, "the first run to start")
+    wid = alive_worker(dsn)
+    execute(dsn, "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (wid,))
+    scalar(dsn, "SELECT pgq.reap()")
+    wait_until(lambda: (job, 2) in events(ledger, "start"), 30, "the re-registered worker to run it again")
+    wait_until(lambda: (job, 1) in events(ledger, "end"), 30, "the first run to end")
+    scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (job,))
+    wait_until(lambda: (job, 2) in events(ledger, "cancelled"), 10, "the cancel to reach the second run")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job,)) == "canceled", 10, "canceled")
+    assert worker.terminate() == 0
+    assert most_at_once(ledger) <= 2
+
+
+def test_completions_survive_a_read_only_window(dsn: str, ledger: Path, spawn) -> None:
+    """A failover's window during which the database is read-only: completions fail with a
+    non-transient error; the worker must go on trying and complete every job."""
+    ids = enqueue(dsn, "slow", '{"sleep": 1.5}', n=10)
+    worker = spawn(APP_CONCURRENCY="10")
+    wait_until(lambda: len(events(ledger, "start")) == 10, 30, "all ten to start")
+    db = conninfo_to_dict(dsn)["dbname"]
+    terminate = (
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = %s AND pid <> pg_backend_pid()"
+    )
+    with psycopg.connect(make_conninfo(dsn, dbname="postgres"), autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{db}" SET default_transaction_read_only = on')
+        admin.execute(terminate, (db,))
+        try:
+            wait_until(lambda: len(events(ledger, "end")) == 10, 30, "all ten to finish")
+            time.sleep(1.0)  # completions fail meanwhile
+        finally:
+            admin.execute(f'ALTER DATABASE "{db}" RESET default_transaction_read_only')
+            admin.execute(terminate, (db,))
+    wait_until(lambda: outcome_count(dsn, entrypoint="slow") == 10, 60, "all ten to be completed")
+    assert worker.terminate() == 0
+    assert sorted(job for job, _ in events(ledger, "end")) == sorted(ids), "each job ran once"
+    assert "complete failed" in worker.log(), "the window was not hit"
+
+
+def test_shutdown_is_bounded_while_the_database_is_away(dsn: str, ledger: Path, spawn) -> None:
+    proxy = Proxy(int(conninfo_to_dict(dsn).get("port", 5432)))
+    try:
+        enqueue(dsn, "slow", '{"sleep": 1}', n=5)
+        worker = spawn(make_conninfo(dsn, port=str(proxy.port)), APP_GRACE="2")
+        wait_until(lambda: len(events(ledger, "start")) == 5, 30, "five to start")
+        proxy.cut()
+        wait_until(lambda: len(events(ledger, "end")) == 5, 30, "five to finish")
+        started = time.monotonic()
+        assert worker.terminate(timeout=40) == 0
+        # The grace period, the final flush and the unregistration each have a bound.
+        assert time.monotonic() - started < 25
+    finally:
+        proxy.close()
+
+
+def test_a_claim_whose_reply_never_arrived_is_released_by_the_next_heartbeat(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    scalar(dsn, "SELECT pgq.configure('noop', lease => '2 seconds')")
+    worker = spawn()
+    wid = alive_worker(dsn)
+    # A job the database says the worker holds, but the worker never heard of (a claim's
+    # reply lost, or completions lost in a failover).
+    [ghost] = enqueue(dsn, "noop", run_at="now() + interval '1 hour'")
+    execute(
+        dsn,
+        "UPDATE pgq._jobs SET status = 'running', worker_id = %s, deliveries = 1, started_at = now()"
+        " WHERE id = %s",
+        (wid, ghost),
+    )
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (ghost,)) == "queued", 10, "the release")
+    assert worker.terminate() == 0
+
+
+def test_a_concurrency_limited_entrypoint_drains_without_waiting_for_the_poll(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    scalar(dsn, "SELECT pgq.configure('limited', concurrency => 1)")
+    enqueue(dsn, "limited", n=10)
+    worker = spawn(APP_POLL="60")
+    # Ten jobs of 10 ms each: a poll interval per job would take ten minutes.
+    wait_until(lambda: outcome_count(dsn, entrypoint="limited") == 10, 30, "ten jobs")
+    assert worker.terminate() == 0
+    assert most_at_once(ledger) == 1
+
+
+def test_a_handlers_return_value_is_the_jobs_result(dsn: str, ledger: Path, spawn) -> None:
+    [good] = enqueue(dsn, "returns", '{"n": 21}')
+    [bad] = enqueue(dsn, "returns", '{"not_json": true}', max_attempts="1")
+    worker = spawn()
+    wait_until(lambda: outcome_count(dsn, entrypoint="returns") == 1, 30, "the good job")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (bad,)) == "dead", 30, "the bad job to die")
+    assert worker.terminate() == 0
+    assert scalar(dsn, "SELECT result FROM pgq.outcomes WHERE job_id = %s", (good,)) == {"double": 42}
+    assert "not JSON" in scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (bad,))
