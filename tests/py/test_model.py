@@ -9,7 +9,10 @@ holder, attempt, deliveries, run_at and cancel flag (pgq.jobs); pgq.job_status o
 ever enqueued; the outcome log (one 'failed' row per failure, exactly one terminal row per
 finished job); the counts and settings in pgq.queues; the workers' states and heartbeats.
 Claims must match the model exactly: priority order among due jobs, pause, concurrency.
-A complete or fail by a worker that does not hold the job must change nothing at all.
+A complete or fail by a worker that does not hold the job, or that names an earlier delivery
+of it, must change nothing at all. Heartbeats may name the jobs the worker runs: the others it
+holds are released. Jobs of reaped workers count lost deliveries and go dead at the
+entrypoint's max_deliveries; a lease shortened by configure applies from the next heartbeat.
 
 Time. The SQL reads now() and this test does not change the SQL: "advance the clock by d"
 shifts every stored timestamp back by d (as superuser), which is the same as moving now()
@@ -62,7 +65,14 @@ MAX_WORKERS = 8
 # Below the default 7-day retention, so pgq.prune (run by heartbeats) never removes an
 # outcome the model knows of.
 MAX_SHIFT = 6 * DAY
-DEFAULTS = {"max_attempts": 5, "backoff_base": SEC, "backoff_max": HOUR, "lease": 30 * SEC, "timeout": HOUR}
+DEFAULTS = {
+    "max_attempts": 5,
+    "backoff_base": SEC,
+    "backoff_max": HOUR,
+    "lease": 30 * SEC,
+    "timeout": HOUR,
+    "max_deliveries": 10,
+}
 LIVE = ("queued", "running", "dead")
 BOGUS_ID = 10**9  # never a job
 
@@ -94,6 +104,7 @@ CONFIGURE = {
     "lease": st.sampled_from([None, 5, 30, 60]),
     "timeout": st.sampled_from([None, None, 1, 20, 3600]),
     "backoff": st.sampled_from([(None, None), (None, None), (10, None), (1, 60), (None, 5), (10, 5)]),
+    "max_deliveries": st.sampled_from([None, None, 0, 1, 2]),
 }
 
 
@@ -124,6 +135,7 @@ class Job:
     holder: uuid.UUID | None = None
     started_at: int | None = None
     cancel_requested: bool = False
+    lost: int = 0  # deliveries that ended with the worker lost (reaped): the poison-pill count
     # (outcome, attempt, deliveries, worker_id) rows of pgq.outcomes
     outcomes: list[tuple[str, int, int, uuid.UUID | None]] = field(default_factory=list)
 
@@ -147,6 +159,7 @@ class Worker:
     heartbeat_at: int
     state: str = "alive"  # alive, dead (reaped), stopped (unregistered), deleted (row removed)
     stopped_at: int | None = None
+    lease: int | None = None  # the lease in force at its last heartbeat (it paces by it)
 
 
 @dataclass
@@ -159,6 +172,7 @@ class Queue:
     lease: int | None = None
     timeout: int | None = None
     concurrency: int | None = None
+    max_deliveries: int | None = None
 
     def get(self, name: str) -> int:
         value = getattr(self, name)
@@ -278,28 +292,42 @@ class QueueModel(RuleBasedStateMachine):
         job.attempt += 1
         return job.state
 
-    def m_release(self, worker_ids: set[uuid.UUID], keep: frozenset[int] = frozenset()) -> int:
+    def m_release(
+        self, worker_ids: set[uuid.UUID], keep: frozenset[int] = frozenset(), lost: bool = False
+    ) -> int:
         """pgq._release: the jobs of these workers, but those in keep, go back to queued (or
-        canceled, if requested)."""
+        canceled, if requested). If the workers were lost, each job counts a lost delivery,
+        and one that lost its worker max_deliveries times is dead (a poison pill)."""
         count = 0
         for job in self.in_state("running"):
             if job.holder in worker_ids and job.id not in keep:
+                cap = self.queues[job.entrypoint].get("max_deliveries")
                 if job.cancel_requested:
                     job.state = "canceled"
                     job.outcomes.append(("canceled", job.attempt, job.deliveries, job.holder))
+                elif lost and cap > 0 and job.lost + 1 >= cap:
+                    job.state = "dead"
+                    job.outcomes.append(("failed", job.attempt, job.deliveries, job.holder))
+                    job.lost += 1
                 else:
                     job.state = "queued"
+                    job.lost += lost
                 job.holder = job.started_at = None
                 count += 1
         return count
 
+    def current_lease(self, worker: Worker) -> int:
+        return min(self.queues[ep].get("lease") for ep in worker.entrypoints)
+
     def m_reap(self, now: int) -> int:
         for w in self.workers:
-            lease = min(self.queues[ep].get("lease") for ep in w.entrypoints)
+            # A shorter lease applies to a worker from its next heartbeat on.
+            lease = max(w.lease or 0, self.current_lease(w))
             if w.state == "alive" and w.heartbeat_at < now - lease:
                 w.state, w.stopped_at = "dead", now
-        gone = {w.id for w in self.workers if w.state != "alive"}
-        count = self.m_release(gone)
+        lost = {w.id for w in self.workers if w.state in ("dead", "deleted")}
+        stopped = {w.id for w in self.workers if w.state == "stopped"}
+        count = self.m_release(lost, lost=True) + self.m_release(stopped)
         for job in self.in_state("running"):
             queue = self.queues[job.entrypoint]
             if job.started_at < now - queue.get("timeout") - queue.get("lease"):
@@ -532,19 +560,73 @@ class QueueModel(RuleBasedStateMachine):
             elif fate in ("fail", "retry_in"):
                 self.do_fail(job, 0 if fate == "retry_in" else None)
 
-    def beat(self, worker: Worker) -> None:
-        query, params = "SELECT * FROM pgq.heartbeat(%s)", (worker.id,)
+    def beat(self, worker: Worker, running: list[int] | None = None) -> None:
+        """A heartbeat; with `running`, the worker says which jobs it runs, and the jobs it
+        holds but does not run are released (a claim whose reply was lost, a failover)."""
+        query, params = "SELECT * FROM pgq.heartbeat(%s, %s::bigint[])", (worker.id, running)
         if worker.state != "alive":
             self.expect_error(
                 "PQ002" if worker.state == "deleted" else "PQ003", self.slots[worker.slot], query, params
             )
             return
         now, rows = self.call(self.slots[worker.slot], query, params)
-        worker.heartbeat_at = now
+        worker.heartbeat_at, worker.lease = now, self.current_lease(worker)
+        if running is not None:
+            self.m_release({worker.id}, frozenset(running))
         self.m_reap(now)  # heartbeat sweeps
         self.resolve_read_back()
         expected = {j.id for j in self.held_by(worker.id) if j.cancel_requested}
         assert {r[0] for r in rows} == expected, "heartbeat: the jobs to cancel"
+
+    @rule(w=PICK, subset=st.integers(0, 7), others=st.lists(PICK, max_size=2), wait=WAIT)
+    def heartbeat_reconcile(self, w: int, subset: int, others: list[int], wait: int) -> None:
+        """The worker runs only a subset of what it holds (plus ids it does not hold)."""
+        self.advance_clock(wait)
+        worker = self.choose_worker(w)
+        running = [job.id for k, job in enumerate(self.held_by(worker.id)) if subset >> k & 1]
+        running += [self.pick([*self.job_ids(), BOGUS_ID], o) for o in others]
+        self.beat(worker, running)
+
+    @precondition(lambda self: self.in_state("running"))
+    @rule(j=PICK, subset=st.integers(0, 7), stale=st.integers(0, 7))
+    def complete_by_delivery(self, j: int, subset: int, stale: int) -> None:
+        """The holder completes some of its jobs naming their deliveries; those it names with
+        an earlier delivery (a late call of a previous run) are left alone."""
+        holder = self.pick(self.in_state("running"), j).holder
+        held = self.held_by(holder)
+        chosen = [job for k, job in enumerate(held) if subset >> k & 1] or [held[0]]
+        deliveries = [job.deliveries - (stale >> k & 1) for k, job in enumerate(chosen)]
+        _, rows = self.call(
+            self.slots[self.worker(holder).slot],
+            "SELECT * FROM pgq.complete(%s, %s::bigint[], deliveries => %s::int[])",
+            ([holder, [job.id for job in chosen], deliveries]),
+        )
+        current = [job for job, d in zip(chosen, deliveries, strict=True) if d == job.deliveries]
+        assert sorted(r[0] for r in rows) == sorted(job.id for job in current), "complete by delivery"
+        for job in current:
+            job.state = "succeeded"
+            job.outcomes.append(("succeeded", job.attempt, job.deliveries, holder))
+            job.holder = job.started_at = None
+
+    @precondition(lambda self: self.in_state("running"))
+    @rule(j=PICK, stale=st.booleans(), retry_in=st.sampled_from([None, 0, 10]))
+    def fail_by_delivery(self, j: int, stale: bool, retry_in: int | None) -> None:
+        """fail naming the delivery: an earlier delivery's late call returns NULL, changes nothing."""
+        job = self.pick(self.in_state("running"), j)
+        delivery = job.deliveries - 1 if stale else job.deliveries
+        before = self.snapshot()
+        now, rows = self.call(
+            self.slots[self.worker(job.holder).slot],
+            "SELECT pgq.fail(%s, %s, 'boom', %s::interval, delivery => %s)",
+            (job.holder, job.id, seconds(retry_in), delivery),
+        )
+        if stale:
+            assert rows[0][0] is None, f"fail({job.id}) of a stale delivery returned {rows[0][0]}"
+            assert self.snapshot() == before, "fail of a stale delivery changed the database"
+            return
+        expected = self.m_fail(job, now, None if retry_in is None else retry_in * SEC)
+        assert rows[0][0] == expected, f"fail({job.id}) returned {rows[0][0]}, expected {expected}"
+        self.resolve_read_back()
 
     @precondition(lambda self: self.in_state("running"))
     @rule(j=PICK, subset=st.integers(0, 7), others=st.lists(PICK, max_size=2))
@@ -662,10 +744,10 @@ class QueueModel(RuleBasedStateMachine):
         if other is not None:
             ids.append(self.pick(self.job_ids(), other))
         now, rows = self.call(self.admin, "SELECT pgq.retry(%s::bigint[])", (ids,))
-        newest: dict[tuple[str, str], Job] = {}
+        newest: dict[tuple[str, str | None, int | None], Job] = {}
         for job in (self.jobs[i] for i in set(ids)):
             if job.state == "dead":
-                group = (job.entrypoint, job.dedupe_key or str(job.id))
+                group = (job.entrypoint, job.dedupe_key, None if job.dedupe_key else job.id)
                 if group not in newest or newest[group].id < job.id:
                     newest[group] = job
         count = 0
@@ -678,7 +760,7 @@ class QueueModel(RuleBasedStateMachine):
                 if job.dedupe_key is not None
             )
             if not taken:
-                job.state, job.attempt, job.run_at = "queued", 0, now
+                job.state, job.attempt, job.lost, job.run_at = "queued", 0, 0, now
                 count += 1
         assert rows[0][0] == count, f"retry({ids}) returned {rows[0][0]}, expected {count}"
 
@@ -703,14 +785,24 @@ class QueueModel(RuleBasedStateMachine):
         lease: int | None,
         timeout: int | None,
         backoff: tuple[int | None, int | None],
+        max_deliveries: int | None,
     ) -> None:
         queue = self.queues[ep]
         base, cap = (None if b is None else b * SEC for b in backoff)
         query = (
             "SELECT pgq.configure(%s, max_attempts => %s, concurrency => %s, lease => %s::interval,"
-            " timeout => %s::interval, backoff_base => %s::interval, backoff_max => %s::interval)"
+            " timeout => %s::interval, backoff_base => %s::interval, backoff_max => %s::interval,"
+            " max_deliveries => %s)"
         )
-        params = (ep, max_attempts, concurrency, seconds(lease), seconds(timeout), *map(seconds, backoff))
+        params = (
+            ep,
+            max_attempts,
+            concurrency,
+            seconds(lease),
+            seconds(timeout),
+            *map(seconds, backoff),
+            max_deliveries,
+        )
         if (cap if cap is not None else queue.get("backoff_max")) < (
             base if base is not None else queue.get("backoff_base")
         ):
@@ -727,6 +819,8 @@ class QueueModel(RuleBasedStateMachine):
             queue.timeout = timeout * SEC
         if concurrency is not None:
             queue.concurrency = concurrency or None
+        if max_deliveries is not None:
+            queue.max_deliveries = max_deliveries
 
     @rule(d=st.sampled_from(ADVANCES))
     def advance_clock(self, d: int) -> None:
@@ -771,7 +865,7 @@ class QueueModel(RuleBasedStateMachine):
             ).fetchall()
             queues = self.admin.execute(
                 "SELECT entrypoint, queued, scheduled, waiting, running, dead, paused, concurrency,"
-                " max_attempts, lease, timeout, backoff_base, backoff_max FROM pgq.queues"
+                " max_attempts, lease, timeout, backoff_base, backoff_max, max_deliveries FROM pgq.queues"
             ).fetchall()
             workers = self.admin.execute(
                 "SELECT id, state, heartbeat_at, stopped_at, jobs_held FROM pgq.workers"
@@ -837,6 +931,7 @@ class QueueModel(RuleBasedStateMachine):
                         timedelta(microseconds=q.get(n))
                         for n in ("lease", "timeout", "backoff_base", "backoff_max")
                     ),
+                    q.get("max_deliveries"),
                 )
         assert got_q == want_q, _diff("pgq.queues", got_q, want_q)
 
