@@ -24,10 +24,12 @@ BEGIN
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
-            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error
+            job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id, error,
+            payload, headers, depends_on
         )
         SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
-               c.started_at, c.worker_id, 'canceled while its worker was lost'
+               c.started_at, c.worker_id, 'canceled while its worker was lost',
+               c.payload, c.headers, c.depends_on
         FROM canceled AS c
     )
     SELECT count(*), array_agg(c.id) FILTER (WHERE c.has_dependents) INTO v_canceled, v_parents

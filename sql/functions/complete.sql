@@ -40,16 +40,17 @@ BEGIN
         WHERE j.id = ANY (job_ids) AND j.worker_id IS NOT DISTINCT FROM complete.worker_id
           AND j.status = 'running'
         RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
-                  j.has_dependents
+                  j.has_dependents, j.payload, j.headers, j.depends_on
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at,
-            worker_id, result
+            worker_id, result, payload, headers, depends_on
         )
         SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
                d.started_at, complete.worker_id,
-               CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END
+               CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END,
+               d.payload, d.headers, d.depends_on
         FROM done AS d
     )
     SELECT coalesce(array_agg(d.id), '{}'), array_agg(d.id) FILTER (WHERE d.has_dependents)
