@@ -304,9 +304,17 @@ def test_jobs_rejects_unknown_status(dsn: str) -> None:
 
 def test_cancel(dsn: str, client: Client) -> None:
     ids = client.enqueue_batch("c", [1, 2])
-    out = ok(run(dsn, "cancel", *map(str, ids), "999999"))
-    assert out.strip() == "canceled 2 of 3 jobs"
+    out = ok(run(dsn, "cancel", *map(str, ids)))
+    assert out.strip() == "canceled 2 of 2 jobs"
     assert [client.job_status(i) for i in ids] == ["canceled", "canceled"]
+
+
+def test_cancel_reports_unknown_ids_and_exits_1(dsn: str, client: Client) -> None:
+    job_id = client.enqueue("c")
+    result = run(dsn, "cancel", str(job_id), "99999999")
+    assert failed(result) == "error: unknown job id: 99999999"
+    assert result.stdout.strip() == "canceled 1 of 2 jobs"
+    assert client.job_status(job_id) == "canceled"
 
 
 def test_retry(dsn: str, client: Client, conn: psycopg.Connection) -> None:
@@ -322,7 +330,17 @@ def test_cancel_needs_ids(dsn: str) -> None:
     assert run(dsn, "cancel").exit_code == 2
 
 
+def test_pause_of_an_unused_entrypoint_says_so_but_pauses(dsn: str, client: Client) -> None:
+    out = ok(run(dsn, "pause", "emial"))
+    assert out.splitlines() == [
+        "paused emial",
+        "note: no job or setting has used 'emial' yet (is the name right?); it is paused anyway",
+    ]
+    assert [(q.entrypoint, q.paused) for q in client.queues()] == [("emial", True)]
+
+
 def test_pause_and_resume(dsn: str, client: Client) -> None:
+    client.enqueue("email")
     assert ok(run(dsn, "pause", "email")).strip() == "paused email"
     assert client.queues()[0].paused is True
     assert ok(run(dsn, "resume", "email")).strip() == "resumed email"
