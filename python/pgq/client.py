@@ -32,17 +32,8 @@ from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
 from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
-__all__ = [
-    "LIVE_STATUSES",
-    "Client",
-    "JobResult",
-    "JobRow",
-    "OutcomeRow",
-    "QueueRow",
-    "ScheduleRow",
-    "StatsRow",
-    "WorkerRow",
-]
+__all__ = ["LIVE_STATUSES", "Client", "JobResult", "JobRow", "OutcomeRow", "QueueRow", "ScheduleRow"]
+__all__ += ["StatsRow", "WorkerRow"]
 
 Conn: TypeAlias = "psycopg.Connection[Any] | None"
 Interval: TypeAlias = "timedelta | str | None"
@@ -167,11 +158,8 @@ class Client:
         run_at: datetime | timedelta | None = None,
         conn: Conn = None,
     ) -> list[int]:
-        """Enqueue one job per payload in one statement (pgq.enqueue_batch).
-
-        Returns the ids in the order of payloads. At most 100000 payloads per call.
-        Raises InvalidArgument, PayloadTooLarge.
-        """
+        """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
+        in the order of payloads. At most 100000 payloads. Raises InvalidArgument, PayloadTooLarge."""
         ids: list[int] = self._run(
             q.enqueue_batch(entrypoint, payloads, priority=priority, run_at=run_at), conn
         )
@@ -316,14 +304,12 @@ class Client:
         self._run(call, conn)
 
     def reap(self, *, conn: Conn = None) -> int:
-        """Run the sweep now (pgq.reap); returns the number of jobs released or failed."""
+        """Run the sweep now (pgq.reap); returns how many jobs it released or failed."""
         return int(self._run(q.reap(), conn))
 
     def prune(self, *, conn: Conn = None) -> int:
         """Apply outcome-log retention now (pgq.prune); returns how many outcomes it removed.
-
-        pg_cron (or the workers' sweep) runs it hourly; 0 while another prune is running.
-        """
+        pg_cron (or the workers' sweep) runs it hourly; 0 while another prune is running."""
         return int(self._run(q.prune(), conn))
 
     # --- periodic jobs ---------------------------------------------------------------
@@ -332,20 +318,16 @@ class Client:
         self, name: str, cron: str, entrypoint: str, payload: Any = None, *, conn: Conn = None
     ) -> datetime:
         """Create or replace the periodic job `name` (pgq.schedule); returns its next run.
-
-        cron: 5 fields in UTC (minute hour day-of-month month day-of-week) or a macro such
-        as @daily. Every matching minute, pgq.run_schedules enqueues one job of entrypoint
-        with payload. Replacing a schedule keeps its last run (and its next run when the
-        cron is unchanged). Raises InvalidCron (naming the field, or for an expression that
-        matches no date such as '0 0 31 2 *'), InvalidArgument, PayloadTooLarge.
-        """
+        cron: 5 fields in UTC or a macro such as @daily; every matching minute,
+        pgq.run_schedules enqueues one job of entrypoint with payload. Replacing a schedule
+        keeps its last run (and next run when the cron is unchanged). Raises InvalidCron
+        (naming the field, or for a cron that matches no date), InvalidArgument."""
         next_run: datetime = self._run(q.schedule(name, cron, entrypoint, payload), conn)
         return next_run
 
     def unschedule(self, name: str, *, conn: Conn = None) -> bool:
-        """Remove the periodic job `name` (pgq.unschedule); False when there was none.
-
-        Jobs it already enqueued are left alone."""
+        """Remove the periodic job `name` (pgq.unschedule); False when there was none. Jobs it
+        already enqueued are left alone."""
         return bool(self._run(q.unschedule(name), conn))
 
     def run_schedules(self, now: datetime | None = None, *, conn: Conn = None) -> int:
@@ -366,10 +348,8 @@ class Client:
 
     def stats(self, since: timedelta | str = timedelta(minutes=5), *, conn: Conn = None) -> list[StatsRow]:
         """pgq.stats: per-entrypoint outcomes, jobs per second and wait/run percentiles over
-        the last `since` (a timedelta or interval text, 1 second to 31 days).
-
-        Only entrypoints with outcomes in the window have a row. Raises InvalidArgument.
-        """
+        the last `since` (a timedelta or interval text, 1 second to 31 days); only entrypoints
+        with outcomes in the window have a row. Raises InvalidArgument."""
         rows: list[StatsRow] = self._run(q.stats(since), conn)
         return rows
 
@@ -386,10 +366,8 @@ class Client:
     def jobs(
         self, entrypoint: str | None = None, status: str | None = None, limit: int = 100, *, conn: Conn = None
     ) -> list[JobRow]:
-        """Live jobs from the pgq.jobs view, oldest id first, optionally filtered.
-
-        status: queued, waiting, running or dead (finished jobs: outcomes()).
-        """
+        """Live jobs from the pgq.jobs view, oldest id first, optionally filtered. status:
+        queued, waiting, running or dead (finished jobs: outcomes())."""
         rows: list[JobRow] = self._run(q.jobs(entrypoint, status, limit), conn)
         return rows
 
