@@ -15,6 +15,9 @@ pgq.enqueue_trigger(),
 pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;
 
+-- Everyone may follow a job: its story, and a notification when it finishes.
+GRANT EXECUTE ON FUNCTION pgq.job(bigint), pgq.watch(bigint) TO pgq_producer, pgq_worker, pgq_admin;
+
 -- Workers claim and settle jobs.
 GRANT EXECUTE ON FUNCTION
 pgq.register_worker(text, text[]),

@@ -1,10 +1,11 @@
 -- Run after the functions on every install and upgrade: state the functions maintain.
 SELECT pgq._ensure_partitions();
 
--- New waiting jobs are checked again when their producer commits (see pgq._check_waiting).
--- Created once: re-creating it would lock the job table against every worker.
+-- The triggers of the job table, created once each: re-creating one would lock the table
+-- against every worker (and CREATE OR REPLACE TRIGGER needs PostgreSQL 14).
 DO $$
 BEGIN
+    -- New waiting jobs are checked again when their producer commits (pgq._check_waiting).
     IF NOT EXISTS (
         SELECT 1 FROM pg_catalog.pg_trigger AS t
         WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_check_waiting'
@@ -13,6 +14,23 @@ BEGIN
         DEFERRABLE INITIALLY DEFERRED
         FOR EACH ROW WHEN (new.status = 'waiting')
         EXECUTE FUNCTION pgq._check_waiting();
+    END IF;
+    -- A watched job's end is notified (pgq.watch, pgq._notify_finished).
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_finished_trg'
+    ) THEN
+        CREATE TRIGGER _jobs_finished_trg AFTER DELETE ON pgq._jobs
+        FOR EACH ROW WHEN (old.watched)
+        EXECUTE FUNCTION pgq._notify_finished();
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_dead_trg'
+    ) THEN
+        CREATE TRIGGER _jobs_dead_trg AFTER UPDATE OF status ON pgq._jobs
+        FOR EACH ROW WHEN (new.watched AND new.status = 'dead' AND old.status <> 'dead')
+        EXECUTE FUNCTION pgq._notify_finished();
     END IF;
 END
 $$;

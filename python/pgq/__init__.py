@@ -4,6 +4,7 @@ Delivery is at-least-once: a job whose worker crashes is delivered again, so han
 be idempotent.
 """
 
+from .async_client import AsyncClient
 from .client import Client
 from .errors import (
     InvalidArgument,
@@ -11,26 +12,31 @@ from .errors import (
     PayloadTooLarge,
     PgqError,
     SchemaError,
+    UnknownJob,
     UnknownWorker,
     WorkerGone,
 )
 from .job import Job, JobCancelled
-from .rows import JobRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 from .worker import Worker
 
 __all__ = [
+    "AsyncClient",
     "Client",
     "InvalidArgument",
     "InvalidCron",
     "Job",
     "JobCancelled",
+    "JobResult",
     "JobRow",
+    "OutcomeRow",
     "PayloadTooLarge",
     "PgqError",
     "QueueRow",
     "ScheduleRow",
     "SchemaError",
     "StatsRow",
+    "UnknownJob",
     "UnknownWorker",
     "Worker",
     "WorkerGone",

@@ -44,6 +44,10 @@ class InvalidCron(InvalidArgument):
     sqlstate = "PQ006"
 
 
+class UnknownJob(PgqError, LookupError):
+    """A job id that pgq does not know: never enqueued, or finished and pruned from the log."""
+
+
 class SchemaError(PgqError):
     """The database schema cannot be installed or upgraded (foreign schema, newer version)."""
 

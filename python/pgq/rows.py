@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-__all__ = ["JobRow", "QueueRow", "ScheduleRow", "StatsRow", "WorkerRow"]
+__all__ = ["JobResult", "JobRow", "OutcomeRow", "QueueRow", "ScheduleRow", "StatsRow", "WorkerRow"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +112,37 @@ class StatsRow:
     run_p50: timedelta | None
     run_p95: timedelta | None
     run_p99: timedelta | None
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """A row of the pgq.outcomes view: a finished job (succeeded, canceled, dead) or one
+    failed attempt (failed)."""
+
+    job_id: int
+    entrypoint: str
+    outcome: str
+    priority: int
+    attempt: int
+    deliveries: int
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime
+    worker_id: UUID | None
+    error: str | None
+    result: Any
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How a job ended (Client.wait, Client.result).
+
+    status: succeeded, canceled or dead; result: the handler's return value (succeeded
+    jobs; None when it returned None); error: the last error of a dead job, or why a job
+    was canceled.
+    """
+
+    job_id: int
+    status: str
+    result: Any
+    error: str | None

@@ -32,9 +32,11 @@ BEGIN
         ),
         logged AS (
             INSERT INTO pgq._outcomes (
-                job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error
+                job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error,
+                payload, headers, depends_on
             )
-            SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, reason
+            SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, reason,
+                   c.payload, c.headers, c.depends_on
             FROM canceled AS c
         )
         SELECT count(*), array_agg(c.id) INTO v_round, v_ids

@@ -61,8 +61,11 @@ BEGIN
     WITH canceled AS (
         DELETE FROM pgq._jobs AS j WHERE j.id = new.id RETURNING j.*
     )
-    INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error)
-    SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, v_failed
+    INSERT INTO pgq._outcomes (
+        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error, payload, headers, depends_on
+    )
+    SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, v_failed,
+           c.payload, c.headers, c.depends_on
     FROM canceled AS c;
     PERFORM pgq._cancel_dependents(ARRAY[new.id], format('dependency %s was canceled', new.id));
     RETURN NULL;

@@ -41,10 +41,11 @@ BEGIN
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
-            worker_id, error
+            worker_id, error, payload, headers, depends_on
         )
         SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
-               c.started_at, v_now, c.worker_id, 'canceled while its worker was lost'
+               c.started_at, v_now, c.worker_id, 'canceled while its worker was lost',
+               c.payload, c.headers, c.depends_on
         FROM canceled AS c
     )
     SELECT array_agg(c.id) INTO v_canceled FROM canceled AS c;

@@ -65,16 +65,18 @@ BEGIN
           AND j.status = 'running'
           AND (complete.deliveries IS NULL
                OR j.deliveries = complete.deliveries[array_position(job_ids, j.id)])
-        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at
+        RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
+                  j.payload, j.headers, j.depends_on
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at,
-            finished_at, worker_id, result
+            finished_at, worker_id, result, payload, headers, depends_on
         )
         SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
                d.started_at, v_now, complete.worker_id,
-               CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END
+               CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END,
+               d.payload, d.headers, d.depends_on
         FROM done AS d
     )
     SELECT coalesce(array_agg(d.id), '{}'), array_agg(DISTINCT d.entrypoint)

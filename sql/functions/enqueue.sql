@@ -43,9 +43,11 @@ BEGIN
             -- Nothing to wait for: the job is born canceled, and says why.
             v_id := nextval(pg_get_serial_sequence('pgq._jobs', 'id'));
             INSERT INTO pgq._outcomes (
-                job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error
+                job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error,
+                payload, headers, depends_on
             )
-            VALUES (v_id, enqueue.entrypoint, 'canceled', coalesce(enqueue.priority, 0), 0, 0, now(), v_failed);
+            VALUES (v_id, enqueue.entrypoint, 'canceled', coalesce(enqueue.priority, 0), 0, 0, now(), v_failed,
+                    enqueue.payload, enqueue.headers, enqueue.depends_on);
             RETURN v_id;
         END IF;
     END IF;

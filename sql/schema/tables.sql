@@ -58,6 +58,9 @@ CREATE TABLE pgq._jobs (
     depends_on bigint[],
     -- Deliveries that ended with the worker lost (reaped): the poison-pill count.
     lost integer NOT NULL DEFAULT 0,
+    -- Someone waits for this job's end (pgq.watch): its end is notified on channel
+    -- pgq_finished. Jobs nobody waits for pay only the check of this flag.
+    watched boolean NOT NULL DEFAULT FALSE,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
@@ -118,6 +121,10 @@ CREATE TABLE pgq._outcomes (
     result jsonb,
     -- This failure left the job dead (pgq.stats counts them).
     fatal boolean NOT NULL DEFAULT FALSE,
+    -- Terminal rows keep the job's payload, headers and dependencies (pgq.job).
+    payload jsonb,
+    headers jsonb,
+    depends_on bigint[],
     CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled'))
 ) PARTITION BY RANGE (finished_at);
 

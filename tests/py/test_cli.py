@@ -142,7 +142,7 @@ def test_status_watch_renders_each_refresh_then_exits(
     frames = out.split("pgq status at ")[1:]
     assert len(frames) == 2  # piped: one snapshot per refresh
     for frame in frames:
-        assert "stats for the last 5 minutes; every 0.01s, Ctrl-C to quit" in frame
+        assert "percentiles over the last 5 minutes; every 0.01s, Ctrl-C to quit" in frame
         header = next(line for line in frame.splitlines() if line.startswith("entrypoint")).split()
         assert header[:8] == [
             "entrypoint",
@@ -154,12 +154,31 @@ def test_status_watch_renders_each_refresh_then_exits(
             "oldest",
             "paused",
         ]
-        assert " ".join(header[8:]) == "per second succeeded failed wait p50 wait p99 run p50 run p99"
+        assert " ".join(header[8:]) == "now/s 1 min/s succeeded failed wait p50 wait p99 run p50 run p99"
         email = next(line for line in frame.splitlines() if line.startswith("email")).split()
         assert email[1:6] == ["3", "0", "0", "0", "0"]
-        assert email[8:11] == ["0.007", "2", "0"]  # 2 jobs in 300 s, succeeded, failed
+        assert email[10:12] == ["2", "0"]  # succeeded, failed
         assert next(line for line in frame.splitlines() if line.startswith("box-1")).split()[1] == "email"
         assert "workers: 2 alive, 0 dead, 0 stopped" in frame  # box-1 and the one of finish()
+
+
+def test_status_watch_rates_cover_the_refresh_interval_and_the_last_minute(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """20 jobs finished 5 s ago, 30 more 40 s ago: over a 10 s refresh interval 2/s, over
+    the minute 50/60 (not the 5-minute average)."""
+    conn.execute(
+        "INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries,"
+        " enqueued_at, started_at, finished_at)"
+        " SELECT -i, 'rated', 'succeeded', 0, 0, 1, f, f, f"
+        " FROM generate_series(1, 50) AS i,"
+        " LATERAL (SELECT now() - CASE WHEN i <= 20 THEN interval '5 s' ELSE interval '40 s' END AS f) AS t"
+    )
+    out = ok(run(dsn, "status", "--watch", "--iterations", "1", "--interval", "10"))
+    header = next(line for line in out.splitlines() if line.startswith("entrypoint"))
+    rated = next(line for line in out.splitlines() if line.startswith("rated")).split()
+    assert header.split()[8:11] == ["now/s", "1", "min/s"]
+    assert rated[8:10] == ["2", "0.833"]
 
 
 def test_status_watch_on_a_terminal_uses_a_live_display(
@@ -304,9 +323,17 @@ def test_jobs_rejects_unknown_status(dsn: str) -> None:
 
 def test_cancel(dsn: str, client: Client) -> None:
     ids = client.enqueue_batch("c", [1, 2])
-    out = ok(run(dsn, "cancel", *map(str, ids), "999999"))
-    assert out.strip() == "canceled 2 of 3 jobs"
+    out = ok(run(dsn, "cancel", *map(str, ids)))
+    assert out.strip() == "canceled 2 of 2 jobs"
     assert [client.job_status(i) for i in ids] == ["canceled", "canceled"]
+
+
+def test_cancel_reports_unknown_ids_and_exits_1(dsn: str, client: Client) -> None:
+    job_id = client.enqueue("c")
+    result = run(dsn, "cancel", str(job_id), "99999999")
+    assert failed(result) == "error: unknown job id: 99999999"
+    assert result.stdout.strip() == "canceled 1 of 2 jobs"
+    assert client.job_status(job_id) == "canceled"
 
 
 def test_retry(dsn: str, client: Client, conn: psycopg.Connection) -> None:
@@ -322,7 +349,17 @@ def test_cancel_needs_ids(dsn: str) -> None:
     assert run(dsn, "cancel").exit_code == 2
 
 
+def test_pause_of_an_unused_entrypoint_says_so_but_pauses(dsn: str, client: Client) -> None:
+    out = ok(run(dsn, "pause", "emial"))
+    assert out.splitlines() == [
+        "paused emial",
+        "note: no job or setting has used 'emial' yet (is the name right?); it is paused anyway",
+    ]
+    assert [(q.entrypoint, q.paused) for q in client.queues()] == [("emial", True)]
+
+
 def test_pause_and_resume(dsn: str, client: Client) -> None:
+    client.enqueue("email")
     assert ok(run(dsn, "pause", "email")).strip() == "paused email"
     assert client.queues()[0].paused is True
     assert ok(run(dsn, "resume", "email")).strip() == "resumed email"

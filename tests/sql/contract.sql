@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(211);
+SELECT plan(225);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -11,8 +11,8 @@ SELECT functions_are(
     'pgq',
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
-        'fail', 'heartbeat', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume', 'retry',
-        'run_schedules', 'schedule', 'settings', 'stats', 'sweep', 'unregister_worker', 'unschedule'
+        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
+        'retry', 'run_schedules', 'schedule', 'settings', 'stats', 'sweep', 'unregister_worker', 'unschedule', 'watch'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -84,6 +84,16 @@ SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.job_status(bigint)')),
     'job_id bigint',
     'pgq.job_status arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.job(bigint)')),
+    'job_id bigint',
+    'pgq.job arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.watch(bigint)')),
+    'job_id bigint',
+    'pgq.watch arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.pause(text)')),
@@ -162,6 +172,8 @@ SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'p
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
 SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'setof bigint', 'pgq.heartbeat returns setof bigint');
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
+SELECT function_returns('pgq', 'job', ARRAY['bigint'], 'jsonb', 'pgq.job returns jsonb');
+SELECT function_returns('pgq', 'watch', ARRAY['bigint'], 'text', 'pgq.watch returns text');
 SELECT function_returns('pgq', 'pause', ARRAY['text'], 'void', 'pgq.pause returns void');
 SELECT function_returns('pgq', 'prune', ARRAY[]::name[], 'bigint', 'pgq.prune returns bigint');
 SELECT function_returns('pgq', 'reap', ARRAY[]::name[], 'integer', 'pgq.reap returns integer');
@@ -218,6 +230,8 @@ SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trig
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
 SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq.heartbeat is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
+SELECT is_definer('pgq', 'job', ARRAY['bigint'], 'pgq.job is SECURITY DEFINER');
+SELECT is_definer('pgq', 'watch', ARRAY['bigint'], 'pgq.watch is SECURITY DEFINER');
 SELECT is_definer('pgq', 'pause', ARRAY['text'], 'pgq.pause is SECURITY DEFINER');
 SELECT is_definer('pgq', 'prune', ARRAY[]::name[], 'pgq.prune is SECURITY DEFINER');
 SELECT is_definer('pgq', 'reap', ARRAY[]::name[], 'pgq.reap is SECURITY DEFINER');
@@ -348,6 +362,14 @@ SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'pgq_producer', 
 SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.job_status');
 SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.job_status');
 SELECT function_privs_are('pgq', 'job_status', ARRAY['bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.job_status');
+SELECT function_privs_are('pgq', 'job', ARRAY['bigint'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.job');
+SELECT function_privs_are('pgq', 'job', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.job');
+SELECT function_privs_are('pgq', 'job', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.job');
+SELECT function_privs_are('pgq', 'job', ARRAY['bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.job');
+SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.watch');
+SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.watch');
+SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.watch');
+SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.watch');
 SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.pause');
 SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.pause');
 SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.pause');

@@ -1,4 +1,4 @@
-"""`pgq bench` output: the aligned results table and the project's targets."""
+"""`pgq bench` output: the aligned results table; the project's targets go to results.json."""
 
 from __future__ import annotations
 
@@ -223,8 +223,5 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", "skipped: " + "; ".join(skipped)]
     if problems:
         lines += ["", "errors:"] + [f"  {p}" for p in problems]
-    lines += ["", "targets:"]
-    for t in results.get("targets", []):
-        mark = "n/a " if t["value"] is None else ("met " if t["met"] else "MISS")
-        lines.append(f"  [{mark}] {t['target']}: {t['shown']}")
+    # The project's own performance targets stay in results.json ("targets"), not here.
     return "\n".join(lines)

@@ -9,32 +9,39 @@ from decimal import Decimal
 
 import click
 
-from .. import migrate
+from .. import __version__, migrate
 from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..dsn import resolve_dsn
+from ..queries import OUTCOMES
+from .job import job_command, wait_command
 from .output import (
     cell,
     dsn_option,
     duration,
     handle_errors,
+    last_line,
     make_client,
     parse_payload,
     per_second,
     plural,
     print_table,
     relative,
-    short,
 )
 from .schedule import schedule, schedules, unschedule
 from .status import status
 from .worker import worker_command
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pgq", message="%(prog)s %(version)s")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 def main(debug: bool) -> None:
-    """pgq: a job queue that lives inside PostgreSQL."""
+    """pgq: a job queue that lives inside PostgreSQL.
+
+    A failure prints one line (`error: ...`) and exits 1; a usage error (a bad option or
+    argument) is reported by the command line parser and exits 2.
+    """
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -49,6 +56,11 @@ def install(dsn: str | None, no_cron: bool) -> None:
     """Install pgq into a database (idempotent; upgrades an older install)."""
     for line in migrate.install(resolve_dsn(dsn), cron=not no_cron):
         click.echo(line)
+    if no_cron:
+        click.echo(
+            "--no-cron: no pg_cron sweeps were scheduled; pgq's pg_cron jobs from an earlier"
+            " install, if any, were left as they are (`pgq uninstall` removes them)"
+        )
 
 
 @main.command()
@@ -162,29 +174,54 @@ def enqueue(
 @main.command()
 @dsn_option
 @click.option("--entrypoint", help="Only this entrypoint.")
-@click.option("--status", type=click.Choice(LIVE_STATUSES), help="Only jobs in this state.")
+@click.option(
+    "--status",
+    type=click.Choice(sorted({*LIVE_STATUSES, *OUTCOMES})),
+    help="Only jobs in this state; succeeded, canceled and failed (attempts) list finished jobs.",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
 @handle_errors
 def jobs(dsn: str | None, entrypoint: str | None, status: str | None, limit: int) -> None:
-    """List live jobs (pgq.jobs), oldest first. Finished jobs are in pgq.outcomes."""
+    """List jobs: live ones (pgq.jobs) oldest first; with --status succeeded, canceled or
+    failed, finished ones from the outcome log (pgq.outcomes), newest first. --status dead
+    lists both the dead jobs still retryable and those discarded. The error column shows
+    the last line of the error (`pgq job ID` shows it whole)."""
+    rows: list[list[object]] = []
     with make_client(dsn) as client:
-        rows = client.jobs(entrypoint=entrypoint, status=status, limit=limit)
+        if status is None or status in LIVE_STATUSES:
+            for j in client.jobs(entrypoint=entrypoint, status=status, limit=limit):
+                rows.append(
+                    [
+                        j.id,
+                        j.entrypoint,
+                        j.status + (" (cancel requested)" if j.cancel_requested else ""),
+                        j.priority,
+                        f"{j.attempt}/{j.max_attempts}",
+                        j.deliveries,
+                        relative(j.run_at) if j.status in ("queued", "waiting") else relative(j.started_at),
+                        last_line(j.last_error),
+                    ]
+                )
+        if status is not None and status in OUTCOMES:
+            for o in client.outcomes(entrypoint=entrypoint, outcome=status, limit=max(limit - len(rows), 1)):
+                if len(rows) < limit:
+                    rows.append(
+                        [
+                            o.job_id,
+                            o.entrypoint,
+                            o.outcome + (" (discarded)" if o.outcome == "dead" else ""),
+                            o.priority,
+                            o.attempt,
+                            o.deliveries,
+                            relative(o.finished_at),
+                            last_line(o.error),
+                        ]
+                    )
     print_table(
         "jobs",
-        ["id", "entrypoint", "status", "priority", "attempt", "deliveries", "run at", "last error"],
-        [
-            [
-                j.id,
-                j.entrypoint,
-                j.status + (" (cancel requested)" if j.cancel_requested else ""),
-                j.priority,
-                f"{j.attempt}/{j.max_attempts}",
-                j.deliveries,
-                relative(j.run_at),
-                short(j.last_error),
-            ]
-            for j in rows
-        ],
+        ["id", "entrypoint", "status", "priority", "attempt", "deliveries", "when", "error"],
+        rows,
+        squeeze=("error", "entrypoint", "status"),
     )
 
 
@@ -193,10 +230,23 @@ def jobs(dsn: str | None, entrypoint: str | None, status: str | None, limit: int
 @click.argument("ids", nargs=-1, required=True, type=int)
 @handle_errors
 def cancel(dsn: str | None, ids: tuple[int, ...]) -> None:
-    """Cancel jobs: queued, waiting and dead ones now, running ones at their next heartbeat."""
+    """Cancel jobs: queued, waiting and dead ones now, running ones at their next heartbeat.
+
+    Unknown ids are reported and make the command exit 1."""
     with make_client(dsn) as client:
+        unknown = [i for i in dict.fromkeys(ids) if client.job_status(i) is None]
         n = client.cancel(ids)
     click.echo(f"canceled {n} of {plural(len(set(ids)))}")
+    _report_unknown(unknown)
+
+
+def _report_unknown(unknown: list[int]) -> None:
+    if unknown:
+        click.echo(
+            f"error: unknown job id{'s' if len(unknown) > 1 else ''}: {', '.join(map(str, unknown))}",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @main.command()
@@ -204,10 +254,12 @@ def cancel(dsn: str | None, ids: tuple[int, ...]) -> None:
 @click.argument("ids", nargs=-1, required=True, type=int)
 @handle_errors
 def retry(dsn: str | None, ids: tuple[int, ...]) -> None:
-    """Re-queue dead jobs now, with their attempts reset."""
+    """Re-queue dead jobs now, with their attempts reset. Unknown ids make it exit 1."""
     with make_client(dsn) as client:
+        unknown = [i for i in dict.fromkeys(ids) if client.job_status(i) is None]
         n = client.retry(ids)
     click.echo(f"re-queued {n} of {plural(len(set(ids)))}")
+    _report_unknown(unknown)
 
 
 @main.command()
@@ -217,8 +269,13 @@ def retry(dsn: str | None, ids: tuple[int, ...]) -> None:
 def pause(dsn: str | None, entrypoint: str) -> None:
     """Stop claims of ENTRYPOINT; running jobs finish, enqueue still works."""
     with make_client(dsn) as client:
+        known = any(q.entrypoint == entrypoint for q in client.queues())
         client.pause(entrypoint)
     click.echo(f"paused {entrypoint}")
+    if not known:
+        click.echo(
+            f"note: no job or setting has used {entrypoint!r} yet (is the name right?); it is paused anyway"
+        )
 
 
 @main.command()
@@ -291,6 +348,6 @@ def configure(
         click.echo(_settings(row))
 
 
-for command in (status, schedule, unschedule, schedules, worker_command):
+for command in (status, schedule, unschedule, schedules, worker_command, job_command, wait_command):
     main.add_command(command)
 main.add_command(bench_command)

@@ -36,7 +36,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (PgqError, psycopg.Error, ValueError, FileNotFoundError) as exc:
+        except (PgqError, psycopg.Error, ValueError, TimeoutError, FileNotFoundError) as exc:
             if click.get_current_context().find_root().params.get("debug"):
                 raise
             click.echo(f"error: {one_line(exc)}", err=True)
@@ -132,6 +132,14 @@ def short(text: str | None, width: int = 60) -> str | None:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def last_line(text: str | None) -> str | None:
+    """The last non-blank line of an error: for a Python traceback, the exception itself."""
+    if text is None:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def plural(n: int, noun: str = "job") -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
@@ -154,11 +162,30 @@ def build_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[object]],
     right: Collection[str] = (),
+    squeeze: Collection[str] = (),
+    drop: Sequence[str] = (),
 ) -> RenderableType:
     """An aligned table, or "TITLE: none". Integer columns and those named in `right` are
-    right-aligned. Cells are plain text, never markup."""
+    right-aligned. Cells are plain text, never markup.
+
+    On a terminal the table fits its width: the columns in `drop` are left out, in that
+    order, while it is too wide; then the text columns in `squeeze` wrap. Numbers and
+    headers are never cut.
+    """
     if not rows:
         return Text(f"{title}: none")
+    texts = [[cell(value) for value in row] for row in rows]
+    widths = [max([len(header)] + [len(row[i]) for row in texts]) for i, header in enumerate(headers)]
+    narrowest = [
+        w if h not in squeeze else min(w, max(len(h), 12)) for h, w in zip(headers, widths, strict=True)
+    ]
+    keep = list(range(len(headers)))
+    limit = terminal_width()
+    for name in drop:
+        if limit is None or sum(narrowest[i] + 2 for i in keep) - 2 <= limit:
+            break
+        if name in headers:
+            keep.remove(list(headers).index(name))
     table = Table(
         title=Text(title),
         title_justify="left",
@@ -166,13 +193,27 @@ def build_table(
         show_edge=False,
         pad_edge=False,
     )
-    for i, header in enumerate(headers):
+    for i in keep:
+        header = headers[i]
         values = [row[i] for row in rows if row[i] is not None]
         numeric = header in right or (bool(values) and all(type(v) is int for v in values))
-        table.add_column(header, justify="right" if numeric else "left")
-    for row in rows:
-        table.add_row(*(Text(cell(value)) for value in row))
+        fixed = header not in squeeze
+        table.add_column(
+            header,
+            justify="right" if numeric else "left",
+            min_width=narrowest[i],
+            no_wrap=fixed,
+            overflow="fold",
+        )
+    for row in texts:
+        table.add_row(*(Text(row[i]) for i in keep))
     return table
+
+
+def terminal_width() -> int | None:
+    """The terminal's width, None when the output is not a terminal (no limit then)."""
+    console = Console()
+    return console.width if console.is_terminal else None
 
 
 def show(renderable: RenderableType) -> None:
@@ -193,8 +234,10 @@ def print_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[object]],
     right: Collection[str] = (),
+    squeeze: Collection[str] = (),
+    drop: Sequence[str] = (),
 ) -> None:
-    show(build_table(title, headers, rows, right))
+    show(build_table(title, headers, rows, right, squeeze, drop))
 
 
 # --- input ---------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import click
 import psycopg
@@ -38,14 +39,26 @@ class Snapshot:
     stats: list[StatsRow]
     workers: list[WorkerRow]
     taken_at: datetime
+    # Succeeded per second over the last refresh interval and the last minute (--watch).
+    recent: dict[str, Decimal] = field(default_factory=dict)
+    minute: dict[str, Decimal] = field(default_factory=dict)
 
 
-def take_snapshot(client: Client, since: str) -> Snapshot:
+def take_snapshot(client: Client, since: str, interval: float | None = None) -> Snapshot:
+    """The views now; with `interval`, also the rates over the last interval and minute."""
+    rates: dict[str, dict[str, Decimal]] = {}
+    if interval is not None:
+        for key, window in (
+            ("recent", timedelta(seconds=max(interval, 1.0))),
+            ("minute", timedelta(minutes=1)),
+        ):
+            rates[key] = {s.entrypoint: s.per_second for s in client.stats(window)}
     return Snapshot(
         queues=client.queues(),
         stats=client.stats(since),
         workers=client.workers(),
         taken_at=datetime.now(timezone.utc),
+        **rates,
     )
 
 
@@ -143,7 +156,7 @@ def _watch(client: Client, since: str, interval: float, iterations: int | None) 
         while True:
             error = None
             try:
-                last = take_snapshot(client, since)
+                last = take_snapshot(client, since, interval)
             except psycopg.OperationalError as exc:
                 if last is None:
                     raise
@@ -165,7 +178,8 @@ def _watch(client: Client, since: str, interval: float, iterations: int | None) 
 def dashboard(snapshot: Snapshot, since: str, interval: float, error: str | None = None) -> RenderableType:
     """One frame: a header, one row per entrypoint (depths, rate, latencies), the workers."""
     header = Text(
-        f"pgq status at {snapshot.taken_at:%Y-%m-%d %H:%M:%S}Z, stats for the last {since};"
+        f"pgq status at {snapshot.taken_at:%Y-%m-%d %H:%M:%S}Z; jobs succeeded per second over the last"
+        f" {number(max(interval, 1))}s (now/s) and minute; counts and percentiles over the last {since};"
         f" every {number(interval)}s, Ctrl-C to quit",
         style="bold",
     )
@@ -188,7 +202,8 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
                 *((q.queued, q.scheduled, q.waiting, q.running, q.dead) if q else (0, 0, 0, 0, 0)),
                 q.oldest_queued_age if q else None,
                 "paused" if q and q.paused else None,
-                number(s.per_second) if s else None,
+                number(snapshot.recent.get(name, Decimal(0))),
+                number(snapshot.minute.get(name, Decimal(0))),
                 *((s.succeeded, s.failed) if s else (0, 0)),
                 *(latency(v) for v in ((s.wait_p50, s.wait_p99, s.run_p50, s.run_p99) if s else [None] * 4)),
             ]
@@ -197,10 +212,22 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
         "queues",
         [
             *("entrypoint", "queued", "scheduled", "waiting", "running", "dead", "oldest", "paused"),
-            *("per second", "succeeded", "failed", "wait p50", "wait p99", "run p50", "run p99"),
+            *("now/s", "1 min/s", "succeeded", "failed", "wait p50", "wait p99", "run p50", "run p99"),
         ],
         rows,
-        right=("oldest", "per second", "wait p50", "wait p99", "run p50", "run p99"),
+        right=("oldest", "now/s", "1 min/s", "wait p50", "wait p99", "run p50", "run p99"),
+        # Least useful first, left out while the table is wider than the terminal.
+        drop=(
+            "scheduled",
+            "wait p50",
+            "run p50",
+            "waiting",
+            "failed",
+            "paused",
+            "succeeded",
+            "oldest",
+            "run p99",
+        ),
     )
 
 

@@ -1,0 +1,324 @@
+"""pgq.AsyncClient: pgq.Client's methods, awaitable, on psycopg's async pool.
+
+For asyncio code (FastAPI, aiohttp):
+
+    async with pgq.AsyncClient(dsn) as client:
+        job_id = await client.enqueue("send_email", {"to": "a@example.com"})
+        outcome = await client.wait(job_id, timeout=30)
+
+Every method sends the same SQL as its pgq.Client twin (pgq.queries) and has the same
+arguments, errors and `conn=` (a psycopg AsyncConnection, to join your transaction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from types import TracebackType
+from typing import Any, TypeAlias
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import class_row
+from psycopg_pool import AsyncConnectionPool
+
+from . import queries as q
+from .client import RECHECK_SECONDS, Client
+from .dsn import resolve_dsn
+from .errors import PgqError, UnknownJob
+from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
+from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+
+__all__ = ["AsyncClient"]
+
+Conn: TypeAlias = "psycopg.AsyncConnection[Any] | None"
+Interval: TypeAlias = "timedelta | str | None"
+
+
+class AsyncClient:
+    """pgq.Client for asyncio. The pool opens on first use (or on `async with`); close()
+    or leaving the `async with` block closes it."""
+
+    def __init__(
+        self, dsn: str | None = None, *, min_size: int = 1, max_size: int = 4, timeout: float = 30.0
+    ) -> None:
+        self.dsn = resolve_dsn(dsn)
+        self._pool: AsyncConnectionPool = AsyncConnectionPool(
+            self.dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            name="pgq-async-client",
+            kwargs={"autocommit": True, "prepare_threshold": None},
+        )
+        self._lock = asyncio.Lock()
+        self._state = "new"  # new -> open -> closed
+
+    async def _open(self) -> AsyncConnectionPool:
+        if self._state == "open":
+            return self._pool
+        async with self._lock:
+            if self._state == "closed":
+                raise PgqError("this pgq.AsyncClient is closed")
+            if self._state == "new":
+                # A wrong DSN fails here with libpq's message, not as a pool timeout.
+                await (await psycopg.AsyncConnection.connect(self.dsn)).close()
+                await self._pool.open()
+                self._state = "open"
+        return self._pool
+
+    async def close(self) -> None:
+        """Close the pool. The client cannot be used afterwards."""
+        async with self._lock:
+            if self._state == "open":
+                await self._pool.close()
+            self._state = "closed"
+
+    async def __aenter__(self) -> AsyncClient:
+        await self._open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _run(self, call: Call, conn: Conn = None) -> Any:
+        try:
+            if conn is not None:
+                return await _run_on(conn, call, savepoint=True)
+            async with (await self._open()).connection() as pooled:
+                return await _run_on(pooled, call, savepoint=False)
+        except psycopg.Error as exc:
+            err = q.database_error(exc)
+            if err is exc:
+                raise
+            raise err from exc
+
+    # --- producing and following jobs (see pgq.Client) -------------------------------
+
+    async def enqueue(
+        self,
+        entrypoint: str,
+        payload: Any = None,
+        *,
+        priority: int = 0,
+        run_at: datetime | timedelta | None = None,
+        dedupe_key: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
+        conn: Conn = None,
+    ) -> int:
+        call = q.enqueue(
+            entrypoint,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
+        )
+        return int(await self._run(call, conn))
+
+    async def enqueue_batch(
+        self,
+        entrypoint: str,
+        payloads: Iterable[Any],
+        *,
+        priority: int = 0,
+        run_at: datetime | timedelta | None = None,
+        conn: Conn = None,
+    ) -> list[int]:
+        call = q.enqueue_batch(entrypoint, payloads, priority=priority, run_at=run_at)
+        ids: list[int] = await self._run(call, conn)
+        return ids
+
+    async def job_status(self, job_id: int, *, conn: Conn = None) -> str | None:
+        status: str | None = await self._run(q.job_status(job_id), conn)
+        return status
+
+    async def job(self, job_id: int, *, conn: Conn = None) -> dict[str, Any] | None:
+        story: dict[str, Any] | None = await self._run(q.job(job_id), conn)
+        return story
+
+    async def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
+        return q.to_result(job_id, await self.job(job_id, conn=conn))
+
+    async def wait(self, job_id: int, *, timeout: float | None = None) -> JobResult:
+        q.check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, prepare_threshold=None)
+            async with conn:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
+                status = await _run_on(conn, q.watch(job_id), savepoint=False)
+                while status is not None and status not in FINISHED_STATUSES:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"job {job_id} unfinished after {timeout} s (status {status})")
+                    wait_for = RECHECK_SECONDS if remaining is None else min(remaining, RECHECK_SECONDS)
+                    async for notify in conn.notifies(timeout=wait_for):
+                        if notify.payload == str(job_id):
+                            break
+                    status = await _run_on(conn, q.job_status(job_id), savepoint=False)
+                if status is None:
+                    raise UnknownJob(f"pgq: job {job_id} is unknown (or its outcome was pruned)")
+                result = q.to_result(job_id, await _run_on(conn, q.job(job_id), savepoint=False))
+        except psycopg.Error as exc:
+            err = q.database_error(exc)
+            if err is exc:
+                raise
+            raise err from exc
+        assert result is not None
+        return result
+
+    # --- worker protocol and administration ------------------------------------------
+
+    async def complete(
+        self,
+        worker_id: Any,
+        job_ids: Iterable[int],
+        *,
+        results: Sequence[Any] | None = None,
+        deliveries: Sequence[int] | None = None,
+        conn: Conn = None,
+    ) -> list[int]:
+        done: list[int] = await self._run(q.complete(worker_id, job_ids, results, deliveries), conn)
+        return done
+
+    async def fail(
+        self,
+        worker_id: Any,
+        job_id: int,
+        error: str,
+        *,
+        retry_in: timedelta | None = None,
+        delivery: int | None = None,
+        conn: Conn = None,
+    ) -> str | None:
+        outcome: str | None = await self._run(q.fail(worker_id, job_id, error, retry_in, delivery), conn)
+        return outcome
+
+    async def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
+        return int(await self._run(q.cancel(job_ids), conn))
+
+    async def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
+        return int(await self._run(q.retry(job_ids), conn))
+
+    async def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
+        await self._run(q.pause(entrypoint), conn)
+
+    async def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
+        await self._run(q.resume(entrypoint), conn)
+
+    async def configure(
+        self,
+        entrypoint: str,
+        *,
+        max_attempts: int | None = None,
+        backoff_base: Interval = None,
+        backoff_max: Interval = None,
+        lease: Interval = None,
+        timeout: Interval = None,
+        concurrency: int | None = None,
+        rate: Decimal | float | None = None,
+        retention: Interval = None,
+        max_deliveries: int | None = None,
+        conn: Conn = None,
+    ) -> None:
+        call = q.configure(
+            entrypoint,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            lease=lease,
+            timeout=timeout,
+            concurrency=concurrency,
+            rate=rate,
+            retention=retention,
+            max_deliveries=max_deliveries,
+        )
+        await self._run(call, conn)
+
+    async def reap(self, *, conn: Conn = None) -> int:
+        return int(await self._run(q.reap(), conn))
+
+    async def prune(self, *, conn: Conn = None) -> int:
+        return int(await self._run(q.prune(), conn))
+
+    async def schedule(
+        self, name: str, cron: str, entrypoint: str, payload: Any = None, *, conn: Conn = None
+    ) -> datetime:
+        next_run: datetime = await self._run(q.schedule(name, cron, entrypoint, payload), conn)
+        return next_run
+
+    async def unschedule(self, name: str, *, conn: Conn = None) -> bool:
+        return bool(await self._run(q.unschedule(name), conn))
+
+    async def run_schedules(self, now: datetime | None = None, *, conn: Conn = None) -> int:
+        return int(await self._run(q.run_schedules(now), conn))
+
+    # --- views -----------------------------------------------------------------------
+
+    async def schedules(self, *, conn: Conn = None) -> list[ScheduleRow]:
+        rows: list[ScheduleRow] = await self._run(q.schedules(), conn)
+        return rows
+
+    async def stats(
+        self, since: timedelta | str = timedelta(minutes=5), *, conn: Conn = None
+    ) -> list[StatsRow]:
+        rows: list[StatsRow] = await self._run(q.stats(since), conn)
+        return rows
+
+    async def queues(self, *, conn: Conn = None) -> list[QueueRow]:
+        rows: list[QueueRow] = await self._run(q.queues(), conn)
+        return rows
+
+    async def workers(self, *, conn: Conn = None) -> list[WorkerRow]:
+        rows: list[WorkerRow] = await self._run(q.workers(), conn)
+        return rows
+
+    async def jobs(
+        self, entrypoint: str | None = None, status: str | None = None, limit: int = 100, *, conn: Conn = None
+    ) -> list[JobRow]:
+        rows: list[JobRow] = await self._run(q.jobs(entrypoint, status, limit), conn)
+        return rows
+
+    async def outcomes(
+        self,
+        entrypoint: str | None = None,
+        outcome: str | None = None,
+        limit: int = 100,
+        *,
+        conn: Conn = None,
+    ) -> list[OutcomeRow]:
+        rows: list[OutcomeRow] = await self._run(q.outcomes(entrypoint, outcome, limit), conn)
+        return rows
+
+
+# Each method's documentation is its pgq.Client twin's.
+for _name, _method in list(vars(AsyncClient).items()):
+    if callable(_method) and not _name.startswith("_") and _method.__doc__ is None:
+        _method.__doc__ = getattr(Client, _name).__doc__
+
+
+async def _run_on(conn: psycopg.AsyncConnection[Any], call: Call, *, savepoint: bool) -> Any:
+    for argument, text in call.intervals:
+        try:
+            if savepoint:
+                async with conn.transaction():
+                    await conn.execute(q.INTERVAL_CHECK, (text,))
+            else:
+                await conn.execute(q.INTERVAL_CHECK, (text,))
+        except psycopg.DataError as exc:
+            raise q.interval_error(argument, text, exc) from exc
+    cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
+    async with cursor as cur:
+        await cur.execute(call.query, call.params)
+        return q.shape_rows(call, await cur.fetchall())

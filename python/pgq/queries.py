@@ -1,0 +1,397 @@
+"""The SQL that pgq.Client and pgq.AsyncClient send, shared by both.
+
+Each public function here checks its Python arguments and returns a Call: the statement,
+its parameters, the shape of the answer and how to convert it. The clients only execute
+Calls, on their own connection or the caller's (`conn=`), so the sync and async clients
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Literal, TypeAlias
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .errors import InvalidArgument, SchemaError, UnknownJob, translate
+from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+
+Query: TypeAlias = "sql.Composable | str"
+Params: TypeAlias = "Sequence[Any] | dict[str, Any]"
+
+# The statuses of live jobs (the pgq.jobs view), and of finished ones (pgq.outcomes).
+LIVE_STATUSES = ("queued", "waiting", "running", "dead")
+FINISHED_STATUSES = ("succeeded", "canceled", "dead")
+# The channel pgq.watch'ed jobs notify when they finish (payload: the id).
+FINISHED_CHANNEL = "pgq_finished"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One statement. shape: 'rows' (all rows), 'scalar' (first column of the first row),
+    'column' (first column of every row), 'none'. intervals: (argument, text) pairs cast
+    first on their own, so that a typo names its argument."""
+
+    query: Query
+    params: Params = ()
+    shape: Literal["rows", "scalar", "column", "none"] = "scalar"
+    row_class: type | None = None
+    convert: Callable[[Any], Any] = lambda value: value
+    intervals: tuple[tuple[str, str], ...] = field(default=())
+
+
+INTERVAL_CHECK = "SELECT %s::text::interval"
+
+
+def interval_error(argument: str, text: str, exc: psycopg.DataError) -> InvalidArgument:
+    return InvalidArgument(
+        f"pgq: invalid argument {argument}: {text!r} is not an interval"
+        f" ({exc.diag.message_primary}) (hint: use PostgreSQL interval text, e.g. '30 seconds')"
+    )
+
+
+def database_error(exc: psycopg.Error) -> Exception:
+    """The exception to raise for a database error: SchemaError when pgq is missing or
+    older than this package, the pgq.errors class of a PQ SQLSTATE, else exc itself."""
+    if isinstance(exc, (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedTable)):
+        err: Exception = SchemaError(
+            f"{exc.diag.message_primary} (hint: is pgq installed in this database? Run `pgq install`.)"
+        )
+    elif isinstance(exc, psycopg.errors.UndefinedFunction):
+        err = SchemaError(
+            f"{exc.diag.message_primary} (hint: the database's pgq schema may be older"
+            " than this package; run `pgq upgrade`.)"
+        )
+    else:
+        return translate(exc)
+    err.__cause__ = exc
+    return err
+
+
+def shape_rows(call: Call, rows: list[Any]) -> Any:
+    if call.shape == "scalar":
+        return call.convert(rows[0][0])
+    if call.shape == "column":
+        return call.convert([row[0] for row in rows])
+    if call.shape == "none":
+        return None
+    return call.convert(rows)
+
+
+def _columns(cls: type) -> sql.Composed:
+    """The dataclass's fields as a column list: the views may gain columns safely."""
+    return sql.SQL(", ").join(sql.Identifier(f.name) for f in dataclasses.fields(cls))
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def _ids(argument: str, job_ids: int | Iterable[int]) -> list[int]:
+    if isinstance(job_ids, int):
+        return [job_ids]
+    if isinstance(job_ids, (str, bytes)):
+        raise InvalidArgument(f"pgq: invalid argument {argument}: pass job ids, not a string")
+    return list(job_ids)
+
+
+def _run_at(run_at: datetime | timedelta | None) -> tuple[str, Any]:
+    """The SQL for run_at and its parameter: a timedelta counts from the database's now()."""
+    if isinstance(run_at, timedelta):
+        return "now() + %(run_at)s::interval", run_at
+    if run_at is not None:
+        check_aware("run_at", run_at, " or a timedelta")
+    return "%(run_at)s::timestamptz", run_at
+
+
+def check_aware(argument: str, when: object, alternative: str = "") -> None:
+    """A point in time must be an aware datetime: a naive one is ambiguous."""
+    if not isinstance(when, datetime):
+        raise InvalidArgument(f"pgq: invalid argument {argument}: {when!r} is not a datetime{alternative}")
+    if when.utcoffset() is None:
+        raise InvalidArgument(
+            f"pgq: invalid argument {argument}: a naive datetime is ambiguous"
+            f" (hint: pass an aware datetime, e.g. datetime.now(timezone.utc){alternative})"
+        )
+
+
+def _named(fixed: dict[str, tuple[str, Any]], optional: dict[str, tuple[str, Any]]) -> tuple[str, dict]:
+    """Named-notation arguments `name => %(name)s::type`; optional ones only when not None,
+    so that calls without them work with any pgq schema version."""
+    parts, params = [], {}
+    for name, (cast, value) in {**fixed, **{k: v for k, v in optional.items() if v[1] is not None}}.items():
+        parts.append(f"{name} => %({name})s::{cast}")
+        params[name] = value
+    return ", ".join(parts), params
+
+
+# --- producing -------------------------------------------------------------------------------
+
+
+def enqueue(
+    entrypoint: str,
+    payload: Any,
+    *,
+    priority: int,
+    run_at: datetime | timedelta | None,
+    dedupe_key: str | None,
+    headers: dict[str, Any] | None,
+    max_attempts: int | None,
+    depends_on: Iterable[int] | None,
+) -> Call:
+    run_at_sql, run_at_value = _run_at(run_at)
+    query = (
+        "SELECT pgq.enqueue(entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb,"
+        f" priority => %(priority)s::integer, run_at => {run_at_sql},"
+        " dedupe_key => %(dedupe_key)s::text, headers => %(headers)s::jsonb,"
+        " max_attempts => %(max_attempts)s::integer, depends_on => %(depends_on)s::bigint[])"
+    )
+    params = {
+        "entrypoint": entrypoint,
+        "payload": _json(payload),
+        "priority": priority,
+        "run_at": run_at_value,
+        "dedupe_key": dedupe_key,
+        "headers": _json(headers),
+        "max_attempts": max_attempts,
+        "depends_on": None if depends_on is None else _ids("depends_on", depends_on),
+    }
+    return Call(query, params, convert=int)
+
+
+def enqueue_batch(
+    entrypoint: str, payloads: Iterable[Any], *, priority: int, run_at: datetime | timedelta | None
+) -> Call:
+    run_at_sql, run_at_value = _run_at(run_at)
+    query = (
+        "SELECT id FROM pgq.enqueue_batch("
+        "entrypoint => %(entrypoint)s::text, payloads => %(payloads)s::jsonb[],"
+        f" priority => %(priority)s::integer, run_at => {run_at_sql}) AS id"
+    )
+    params = {
+        "entrypoint": entrypoint,
+        "payloads": [_json(p) for p in payloads],
+        "priority": priority,
+        "run_at": run_at_value,
+    }
+    return Call(query, params, shape="column", convert=lambda ids: [int(i) for i in ids])
+
+
+# --- following jobs --------------------------------------------------------------------------
+
+
+def job_status(job_id: int) -> Call:
+    return Call("SELECT pgq.job_status(job_id => %s::bigint)", (job_id,))
+
+
+def job(job_id: int) -> Call:
+    return Call("SELECT pgq.job(job_id => %s::bigint)", (job_id,))
+
+
+def watch(job_id: int) -> Call:
+    return Call("SELECT pgq.watch(job_id => %s::bigint)", (job_id,))
+
+
+def to_result(job_id: int, story: dict[str, Any] | None) -> JobResult | None:
+    """A JobResult from pgq.job's document: None while the job is unfinished. Raises
+    UnknownJob for an id pgq does not know (or whose outcome was pruned)."""
+    if story is None:
+        raise UnknownJob(f"pgq: job {job_id} is unknown (or its outcome was pruned)")
+    if not story["finished"]:
+        return None
+    return JobResult(job_id, story["status"], story["result"], story["error"])
+
+
+def check_timeout(timeout: float | None) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or timeout < 0):
+        raise InvalidArgument(f"pgq: invalid argument timeout: {timeout!r} (hint: seconds >= 0, or None)")
+
+
+# --- worker protocol -------------------------------------------------------------------------
+
+
+def complete(
+    worker_id: Any, job_ids: Iterable[int], results: Sequence[Any] | None, deliveries: Sequence[int] | None
+) -> Call:
+    args, params = _named(
+        {"worker_id": ("uuid", worker_id), "job_ids": ("bigint[]", _ids("job_ids", job_ids))},
+        {
+            "results": ("jsonb[]", None if results is None else [_json(r) for r in results]),
+            "deliveries": ("integer[]", None if deliveries is None else list(deliveries)),
+        },
+    )
+    return Call(
+        f"SELECT id FROM pgq.complete({args}) AS id",
+        params,
+        shape="column",
+        convert=lambda ids: [int(i) for i in ids],
+    )
+
+
+def fail(worker_id: Any, job_id: int, error: str, retry_in: timedelta | None, delivery: int | None) -> Call:
+    args, params = _named(
+        {"worker_id": ("uuid", worker_id), "job_id": ("bigint", job_id), "error": ("text", error)},
+        {"retry_in": ("interval", retry_in), "delivery": ("integer", delivery)},
+    )
+    return Call(f"SELECT pgq.fail({args})", params)
+
+
+# --- administration --------------------------------------------------------------------------
+
+
+def cancel(job_ids: int | Iterable[int]) -> Call:
+    return Call("SELECT pgq.cancel(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
+
+
+def retry(job_ids: int | Iterable[int]) -> Call:
+    return Call("SELECT pgq.retry(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
+
+
+def pause(entrypoint: str) -> Call:
+    return Call("SELECT pgq.pause(entrypoint => %s::text)", (entrypoint,), shape="none")
+
+
+def resume(entrypoint: str) -> Call:
+    return Call("SELECT pgq.resume(entrypoint => %s::text)", (entrypoint,), shape="none")
+
+
+IntervalArg: TypeAlias = "timedelta | str | None"
+
+
+def configure(
+    entrypoint: str,
+    *,
+    max_attempts: int | None,
+    backoff_base: IntervalArg,
+    backoff_max: IntervalArg,
+    lease: IntervalArg,
+    timeout: IntervalArg,
+    concurrency: int | None,
+    rate: Decimal | float | None,
+    retention: IntervalArg,
+    max_deliveries: int | None,
+) -> Call:
+    intervals = {
+        "backoff_base": backoff_base,
+        "backoff_max": backoff_max,
+        "lease": lease,
+        "timeout": timeout,
+        "retention": retention,
+    }
+    args, params = _named(
+        {
+            "entrypoint": ("text", entrypoint),
+            "max_attempts": ("integer", max_attempts),
+            **{name: ("interval", value) for name, value in intervals.items()},
+            "concurrency": ("integer", concurrency),
+            "rate": ("numeric", rate),
+        },
+        {"max_deliveries": ("integer", max_deliveries)},
+    )
+    checks = tuple((name, value) for name, value in intervals.items() if isinstance(value, str))
+    return Call(f"SELECT pgq.configure({args})", params, shape="none", intervals=checks)
+
+
+def reap() -> Call:
+    return Call("SELECT pgq.reap()", convert=int)
+
+
+def prune() -> Call:
+    return Call("SELECT pgq.prune()", convert=int)
+
+
+# --- periodic jobs ---------------------------------------------------------------------------
+
+
+def schedule(name: str, cron: str, entrypoint: str, payload: Any) -> Call:
+    query = (
+        "SELECT pgq.schedule(name => %(name)s::text, cron => %(cron)s::text,"
+        " entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb)"
+    )
+    return Call(query, {"name": name, "cron": cron, "entrypoint": entrypoint, "payload": _json(payload)})
+
+
+def unschedule(name: str) -> Call:
+    return Call("SELECT pgq.unschedule(name => %s::text)", (name,), convert=bool)
+
+
+def run_schedules(now: datetime | None) -> Call:
+    if now is not None:
+        check_aware("now", now)
+    return Call("SELECT pgq.run_schedules(now => %s::timestamptz)", (now,), convert=int)
+
+
+# --- views -----------------------------------------------------------------------------------
+
+
+def schedules() -> Call:
+    query = sql.SQL("SELECT {} FROM pgq.schedules ORDER BY name").format(_columns(ScheduleRow))
+    return Call(query, shape="rows", row_class=ScheduleRow)
+
+
+def stats(since: timedelta | str) -> Call:
+    query = sql.SQL("SELECT {} FROM pgq.stats(since => %s::interval) ORDER BY entrypoint").format(
+        _columns(StatsRow)
+    )
+    checks = (("since", since),) if isinstance(since, str) else ()
+    return Call(query, (since,), shape="rows", row_class=StatsRow, intervals=checks)
+
+
+def queues() -> Call:
+    query = sql.SQL("SELECT {} FROM pgq.queues ORDER BY entrypoint").format(_columns(QueueRow))
+    return Call(query, shape="rows", row_class=QueueRow)
+
+
+def workers() -> Call:
+    query = sql.SQL("SELECT {} FROM pgq.workers ORDER BY state = 'alive' DESC, registered_at DESC").format(
+        _columns(WorkerRow)
+    )
+    return Call(query, shape="rows", row_class=WorkerRow)
+
+
+def jobs(entrypoint: str | None, status: str | None, limit: int) -> Call:
+    if status is not None and status not in LIVE_STATUSES:
+        raise InvalidArgument(
+            f"pgq: invalid argument status: {status!r} is not a live status"
+            f" (hint: use one of {', '.join(LIVE_STATUSES)}; finished jobs are in outcomes())"
+        )
+    _check_limit(limit)
+    query = sql.SQL(
+        "SELECT {} FROM pgq.jobs"
+        " WHERE (%(entrypoint)s::text IS NULL OR entrypoint = %(entrypoint)s::text)"
+        " AND (%(status)s::text IS NULL OR status = %(status)s::text)"
+        " ORDER BY id LIMIT %(limit)s::integer"
+    ).format(_columns(JobRow))
+    params = {"entrypoint": entrypoint, "status": status, "limit": limit}
+    return Call(query, params, shape="rows", row_class=JobRow)
+
+
+OUTCOMES = ("succeeded", "canceled", "dead", "failed")
+
+
+def outcomes(entrypoint: str | None, outcome: str | None, limit: int) -> Call:
+    """Rows of pgq.outcomes, newest first (outcome: succeeded, canceled, dead, failed)."""
+    if outcome is not None and outcome not in OUTCOMES:
+        raise InvalidArgument(
+            f"pgq: invalid argument outcome: {outcome!r} (hint: use one of {', '.join(OUTCOMES)})"
+        )
+    _check_limit(limit)
+    query = sql.SQL(
+        "SELECT {} FROM pgq.outcomes"
+        " WHERE (%(entrypoint)s::text IS NULL OR entrypoint = %(entrypoint)s::text)"
+        " AND (%(outcome)s::text IS NULL OR outcome = %(outcome)s::text)"
+        " ORDER BY finished_at DESC, job_id DESC LIMIT %(limit)s::integer"
+    ).format(_columns(OutcomeRow))
+    params = {"entrypoint": entrypoint, "outcome": outcome, "limit": limit}
+    return Call(query, params, shape="rows", row_class=OutcomeRow)
+
+
+def _check_limit(limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"pgq: invalid argument limit: {limit!r} (hint: use a positive integer)")

@@ -1,0 +1,122 @@
+-- pgq.job(job_id): one job's whole story, live or finished (while its outcome is kept), as
+-- one jsonb document:
+--   id, entrypoint, status (as pgq.job_status), finished (true for succeeded, canceled and
+--   dead), payload, headers, priority, run_at (live jobs), attempt, max_attempts (live
+--   jobs), deliveries, dedupe_key (live jobs), worker_id (running jobs, or the worker of
+--   the last run), cancel_requested, enqueued_at, started_at, finished_at, result (of a
+--   succeeded job), error (the last error, or why it was canceled),
+--   attempts: every failed attempt, oldest first: {attempt, deliveries, started_at,
+--     finished_at, worker_id, error (in full)},
+--   depends_on: the jobs it waits or waited for: [{id, status}],
+--   dependents: the jobs waiting for it now: [{id, status}].
+-- Returns NULL for an unknown id (or one pruned from the outcome log). Raises PQ001 for a
+-- NULL id.
+CREATE OR REPLACE FUNCTION pgq.job(job_id bigint)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_job pgq._jobs;
+    v_out pgq._outcomes;
+    v_doc jsonb;
+    v_attempts jsonb;
+    v_last_failure timestamptz;
+    v_depends_on bigint[];
+BEGIN
+    IF job_id IS NULL THEN
+        PERFORM pgq._invalid('job_id', 'must not be NULL', 'Pass a job id returned by pgq.enqueue.');
+    END IF;
+
+    SELECT
+        coalesce(jsonb_agg(jsonb_build_object(
+            'attempt', o.attempt, 'deliveries', o.deliveries, 'started_at', o.started_at,
+            'finished_at', o.finished_at, 'worker_id', o.worker_id, 'error', o.error
+        ) ORDER BY o.finished_at, o.attempt), '[]'::jsonb),
+        max(o.finished_at)
+    INTO v_attempts, v_last_failure
+    FROM pgq._outcomes AS o
+    WHERE o.job_id = job.job_id AND o.outcome = 'failed';
+
+    SELECT j.* INTO v_job FROM pgq._jobs AS j WHERE j.id = job.job_id;
+    IF FOUND THEN
+        v_depends_on := v_job.depends_on;
+        v_doc := jsonb_build_object(
+            'id', v_job.id,
+            'entrypoint', v_job.entrypoint,
+            'status', v_job.status,
+            'finished', v_job.status = 'dead',
+            'payload', v_job.payload,
+            'headers', v_job.headers,
+            'priority', v_job.priority,
+            'run_at', v_job.run_at,
+            'attempt', v_job.attempt,
+            'max_attempts', (
+                SELECT coalesce(v_job.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts)
+                FROM (SELECT 1) AS one
+                LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint
+            ),
+            'deliveries', v_job.deliveries,
+            'dedupe_key', v_job.dedupe_key,
+            'worker_id', v_job.worker_id,
+            'cancel_requested', v_job.cancel_requested,
+            'enqueued_at', v_job.enqueued_at,
+            'started_at', v_job.started_at,
+            'finished_at', CASE WHEN v_job.status = 'dead' THEN v_last_failure END,
+            'result', NULL,
+            'error', v_job.last_error
+        );
+    ELSE
+        SELECT o.* INTO v_out
+        FROM pgq._outcomes AS o
+        WHERE o.job_id = job.job_id AND o.outcome <> 'failed'
+        ORDER BY o.finished_at DESC
+        LIMIT 1;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        v_depends_on := v_out.depends_on;
+        v_doc := jsonb_build_object(
+            'id', v_out.job_id,
+            'entrypoint', v_out.entrypoint,
+            'status', v_out.outcome,
+            'finished', TRUE,
+            'payload', v_out.payload,
+            'headers', v_out.headers,
+            'priority', v_out.priority,
+            'run_at', NULL,
+            'attempt', v_out.attempt,
+            'max_attempts', NULL,
+            'deliveries', v_out.deliveries,
+            'dedupe_key', NULL,
+            'worker_id', v_out.worker_id,
+            'cancel_requested', FALSE,
+            'enqueued_at', v_out.enqueued_at,
+            'started_at', v_out.started_at,
+            'finished_at', v_out.finished_at,
+            'result', v_out.result,
+            'error', v_out.error
+        );
+    END IF;
+
+    RETURN v_doc || jsonb_build_object(
+        'attempts', v_attempts,
+        'depends_on', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('id', d.id, 'status', pgq.job_status(d.id))
+                ORDER BY d.id), '[]'::jsonb)
+            FROM unnest(v_depends_on) AS d (id)
+        ),
+        'dependents', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('id', w.id, 'status', w.status) ORDER BY w.id), '[]'::jsonb)
+            FROM pgq._jobs AS w
+            WHERE w.status = 'waiting' AND w.depends_on @> ARRAY[job.job_id]
+        )
+    );
+END
+$$;
+
+COMMENT ON FUNCTION pgq.job(bigint) IS
+'One job''s whole story as jsonb: status, payload, attempts with their errors, result, timings, dependencies; NULL if unknown.';
