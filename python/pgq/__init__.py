@@ -15,6 +15,7 @@ from .errors import (
     UnknownJob,
     UnknownWorker,
     WorkerGone,
+    WrongIsolation,
 )
 from .job import Job, JobCancelled
 from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
@@ -41,5 +42,6 @@ __all__ = [
     "Worker",
     "WorkerGone",
     "WorkerRow",
+    "WrongIsolation",
 ]
 __version__ = "0.1.0"

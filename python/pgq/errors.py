@@ -44,6 +44,12 @@ class InvalidCron(InvalidArgument):
     sqlstate = "PQ006"
 
 
+class WrongIsolation(PgqError):
+    """PQ007: a claim of a concurrency-limited entrypoint ran outside READ COMMITTED."""
+
+    sqlstate = "PQ007"
+
+
 class UnknownJob(PgqError, LookupError):
     """A job id that pgq does not know: never enqueued, or finished and pruned from the log."""
 
@@ -53,7 +59,8 @@ class SchemaError(PgqError):
 
 
 _BY_SQLSTATE = {
-    cls.sqlstate: cls for cls in (InvalidArgument, UnknownWorker, WorkerGone, PayloadTooLarge, InvalidCron)
+    cls.sqlstate: cls
+    for cls in (InvalidArgument, UnknownWorker, WorkerGone, PayloadTooLarge, InvalidCron, WrongIsolation)
 }
 
 

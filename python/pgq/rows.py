@@ -35,6 +35,7 @@ class QueueRow:
     backoff_base: timedelta
     backoff_max: timedelta
     retention: timedelta
+    max_deliveries: int
 
 
 @dataclass(frozen=True)

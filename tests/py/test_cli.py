@@ -375,17 +375,18 @@ def test_configure_sets_and_shows(dsn: str, client: Client) -> None:
             dsn,
             *("configure", "email", "--max-attempts", "8", "--backoff-base", "2 seconds"),
             *("--backoff-max", "10 minutes", "--lease", "45 seconds", "--timeout", "5 min"),
-            *("--concurrency", "3", "--retention", "2 days"),
+            *("--concurrency", "3", "--retention", "2 days", "--max-deliveries", "4"),
         )
     )
     assert out.strip() == (
         "email: max_attempts=8 backoff_base=2s backoff_max=10m00s lease=45s timeout=5m00s"
-        " concurrency=3 rate=unlimited retention=2d00h00m paused=no"
+        " concurrency=3 rate=unlimited retention=2d00h00m max_deliveries=4 paused=no"
     )
     [queue] = client.queues()
     assert (queue.lease, queue.concurrency) == (timedelta(seconds=45), 3)
     assert ok(run(dsn, "configure", "email")) == out  # no options: show only
     assert "concurrency=unlimited" in ok(run(dsn, "configure", "email", "--concurrency", "0"))
+    assert "max_deliveries=no cap" in ok(run(dsn, "configure", "email", "--max-deliveries", "0"))
 
 
 def test_configure_unknown_entrypoint_shows_defaults(dsn: str, client: Client) -> None:
@@ -399,6 +400,7 @@ def test_configure_unknown_entrypoint_shows_defaults(dsn: str, client: Client) -
         (["--lease", "soon"], "invalid argument lease: 'soon' is not an interval"),
         (["--lease", "1 millisecond"], "invalid argument lease"),
         (["--max-attempts", "0"], "invalid argument max_attempts"),
+        (["--max-deliveries", "-1"], "invalid argument max_deliveries"),
         (["--backoff-base", "1 hour", "--backoff-max", "1 minute"], "invalid argument backoff_max"),
     ],
 )

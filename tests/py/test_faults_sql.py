@@ -14,6 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgq import WrongIsolation
+from pgq.errors import translate
 from workers import wait_until_waiting_on_lock
 
 Session = Callable[[], psycopg.Connection]
@@ -344,6 +346,7 @@ def test_a_limited_claim_refuses_repeatable_read(session: Session) -> None:
     with pytest.raises(psycopg.Error) as err:
         claim(a, wa, ep)
     assert err.value.sqlstate == "PQ007"
+    assert isinstance(translate(err.value), WrongIsolation)
     a.execute("ROLLBACK")
     assert one(admin, "SELECT count(*) FROM pgq._jobs WHERE status = 'running'") == 1
 

@@ -296,6 +296,7 @@ def _settings(row: QueueRow) -> str:
         f" lease={duration(row.lease)} timeout={duration(row.timeout)}"
         f" concurrency={row.concurrency or 'unlimited'} rate={per_second(row.rate) or 'unlimited'}"
         f" retention={duration(row.retention)}"
+        f" max_deliveries={row.max_deliveries or 'no cap'}"
         f" paused={cell(row.paused)}"
     )
 
@@ -311,6 +312,9 @@ def _settings(row: QueueRow) -> str:
 @click.option("--concurrency", type=int, help="Running jobs across all workers; 0: no limit.")
 @click.option("--rate", type=float, metavar="N", help="Jobs started per second, all workers; 0: no limit.")
 @click.option("--retention", metavar="INTERVAL", help="How long outcomes stay in the log.")
+@click.option(
+    "--max-deliveries", type=int, help="Lost workers before a job is dead (a poison pill); 0: no cap."
+)
 @handle_errors
 def configure(
     dsn: str | None,
@@ -323,6 +327,7 @@ def configure(
     concurrency: int | None,
     rate: float | None,
     retention: str | None,
+    max_deliveries: int | None,
 ) -> None:
     """Set ENTRYPOINT's settings (PostgreSQL interval text for intervals, e.g. '30 seconds').
 
@@ -337,6 +342,7 @@ def configure(
         "concurrency": concurrency,
         "rate": None if rate is None else Decimal(str(rate)),
         "retention": retention,
+        "max_deliveries": max_deliveries,
     }
     with make_client(dsn) as client:
         if any(v is not None for v in settings.values()):
