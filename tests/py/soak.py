@@ -4,16 +4,20 @@ Producers enqueue at a steady rate in three ways (pgq.enqueue from plain SQL, a 
 with pgq.enqueue_trigger, pgq.enqueue_batch), each in a transaction that also records the
 job's unique key in a table of the same database, so the set of committed enqueues is
 known exactly afterwards. Three or more `pgq worker` processes (handlers in soak_app.py)
-consume and write every run to ledger files outside the queue. At random moments a fault is
-injected: SIGKILL of a worker (a new one is started), pg_terminate_backend of the workers'
-connections, a PostgreSQL restart with `-m fast`, and one with `-m immediate`.
+consume and write every run to ledger files outside the queue. The entrypoints differ:
+soak_sql has a 1-second timeout that about 1 job in 25 overruns on its first delivery
+(then retried after a short backoff), soak_trigger is a transactional handler that writes
+an effect row in the transaction completing its job, soak_batch is limited to 8 running
+jobs across all workers. A canceller calls pgq.cancel on about 1% of the committed jobs
+while they are queued or running. At random moments a fault is injected: SIGKILL of a
+worker (a new one is started), pg_terminate_backend of the workers' connections, a
+PostgreSQL restart with `-m fast`, one with `-m immediate`, and a read-only window (the
+database set to default_transaction_read_only and the clients' connections cut, for 1.5 s).
 
-A producer retries an enqueue that failed before its COMMIT was sent (it was rolled back);
-one whose COMMIT itself failed has an unknown outcome, settled afterwards by its key.
-At the end (producers stopped, queue drained, workers stopped with SIGTERM) it checks that
-every committed enqueue ran at least once, every job has exactly one terminal outcome
-('succeeded'), every job that ran twice was in flight at a fault and saw deliveries > 1 on
-the later run, nothing is left in pgq.jobs and no worker is left 'alive'.
+A producer retries an enqueue that failed before its COMMIT was sent (it was rolled back,
+a read-only error included); one whose COMMIT itself failed has an unknown outcome,
+settled afterwards by its key. At the end (producers stopped, queue drained, workers
+stopped with SIGTERM) soak_audit.py checks every job: see its docstring.
 
 This lives in tests/py, not in the package: it restarts the cluster through scripts/db.sh,
 a development script that is not shipped, and it reuses the test helpers.
@@ -24,7 +28,6 @@ short form runs in tests/py/test_soak.py.
 from __future__ import annotations
 
 import argparse
-import bisect
 import contextlib
 import itertools
 import os
@@ -35,9 +38,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,30 +49,28 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from cluster import db_sh, restart_problem, wait_for_server
+from soak_audit import (
+    ENTRYPOINTS,
+    KNOWN_BUGS,
+    LIMIT,
+    LIMITED,
+    TIMED,
+    TRANSACTIONAL,
+    Audit,
+    Run,
+    SoakReport,
+    log_time,
+    read_ledger,
+)
+
+__all__ = ["KINDS", "KNOWN_BUGS", "SoakConfig", "SoakReport", "run_soak"]
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("kill", "terminate", "restart-fast", "restart-immediate")
-WEIGHTS = {"kill": 3, "terminate": 3, "restart-fast": 2, "restart-immediate": 2}
+KINDS = ("kill", "terminate", "restart-fast", "restart-immediate", "read-only")
+WEIGHTS = {"kill": 3, "terminate": 3, "restart-fast": 2, "restart-immediate": 2, "read-only": 2}
 PRODUCERS = ("sql", "trigger", "batch")
-ENTRYPOINTS = ["soak_sql", "soak_trigger", "soak_batch"]
-# Known bugs the soak finds, each told apart from anything else by its signature (see
-# Soak._orphaned_claim and Soak._reregister_race), so that they cannot hide another problem.
-ORPHANED_CLAIM = "orphaned claim"
-REREGISTER_RACE = "re-registration race"
-KNOWN_BUGS = {
-    ORPHANED_CLAIM: (
-        "BUG (worker): a claim that committed but whose reply was lost (the server crashed right"
-        " after the commit) leaves its jobs held by a live worker that does not know of them; its"
-        " heartbeats extend their lease, so they are re-delivered only when that worker stops or"
-        " after the entrypoint's timeout"
-    ),
-    REREGISTER_RACE: (
-        "BUG (worker): when a reaped worker comes back, its claim loop and its heartbeat loop both"
-        " register it again at once: two worker ids, and jobs claimed meanwhile are tagged with the"
-        " other id, so their completion is fenced although they ran; they are run again once the"
-        " lease of the id nobody heartbeats runs out"
-    ),
-}
+READ_ONLY = "25006"  # read_only_sql_transaction
+READ_ONLY_HOLD = 1.5  # seconds the database stays read-only
 STUCK = (
     "SELECT j.id, j.payload->>'key', j.status, j.deliveries, w.name, w.state,"
     " extract(epoch FROM j.started_at)::float8, extract(epoch FROM j.enqueued_at)::float8"
@@ -79,6 +79,7 @@ STUCK = (
 )
 WORKER_APP = "pgq-soak-worker"
 PRODUCER_APP = "pgq-soak-producer"
+CANCELLER_APP = "pgq-soak-canceller"
 
 
 @dataclass
@@ -93,6 +94,7 @@ class SoakConfig:
     seed: int | None = None
     drain_timeout: float = 60.0
     concurrency: int = 16
+    cancel_fraction: float = 0.01  # of committed jobs, asked to be canceled
 
     @property
     def quiet(self) -> float:
@@ -108,44 +110,6 @@ class Fault:
     detail: str = ""
     victim: int | None = None
     recovery: float | None = None
-
-
-@dataclass
-class Run:
-    pid: int
-    job_id: int
-    deliveries: int
-    entrypoint: str
-    event: str
-    t: float
-    key: str
-
-
-@dataclass
-class SoakReport:
-    summary: str = ""
-    lines: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    known: dict[str, list[str]] = field(default_factory=dict)  # KNOWN_BUGS seen -> evidence
-    stats: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems and not self.known
-
-
-def _log_time(line: str) -> float:
-    """The unix time of a worker log line ("2026-01-01 12:00:00,123 LEVEL ..."), or 0."""
-    try:
-        return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _sample(items: Any, n: int = 10) -> str:
-    items = sorted(items)
-    more = f" ... ({len(items)} in all)" if len(items) > n else ""
-    return ", ".join(map(str, items[:n])) + more
 
 
 # --- worker processes ---------------------------------------------------------------------
@@ -195,8 +159,9 @@ class Producer(threading.Thread):
 
     Each enqueue is one transaction that also inserts the job's key into soak_produced
     (soak_orders for the trigger, whose rows are the payloads). A connection error before
-    COMMIT means it rolled back: retry the same keys. An error during COMMIT leaves the
-    outcome unknown: the keys go to `unknown`, settled from the tables afterwards.
+    COMMIT means it rolled back: retry the same keys; so does a read-only error (25006: the
+    database is read-only for a while, as during a failover). An error during COMMIT leaves
+    the outcome unknown: the keys go to `unknown`, settled from the tables afterwards.
     """
 
     def __init__(self, kind: str, dsn: str, rate: float, batch: int, stop: threading.Event) -> None:
@@ -211,6 +176,7 @@ class Producer(threading.Thread):
         self.abandoned: list[str] = []
         self.errors: list[str] = []
         self.retries = 0
+        self.read_only = 0
         self._conn: psycopg.Connection | None = None
         self._seq = 0
 
@@ -257,7 +223,9 @@ class Producer(threading.Thread):
                 self._enqueue(self._conn, keys)
             except psycopg.Error as exc:
                 # Not committed: COMMIT was never sent. Retry the same keys.
-                if not isinstance(exc, psycopg.OperationalError):
+                if exc.sqlstate == READ_ONLY:
+                    self.read_only += 1
+                elif not isinstance(exc, psycopg.OperationalError):
                     self.errors.append(f"{type(exc).__name__}: {str(exc).strip()}")
                 self._drop()
                 self.retries += 1
@@ -282,24 +250,95 @@ class Producer(threading.Thread):
             return
 
 
+class Canceller(threading.Thread):
+    """Asks pgq.cancel for about `fraction` of the committed jobs, soon after their commit
+    (while they are queued or running): each sampled key is looked up in pgq.jobs, and
+    what is found is recorded in `asked` (key -> job id) before pgq.cancel is called, so a
+    cancel whose reply was lost still counts as asked."""
+
+    def __init__(
+        self, dsn: str, producers: list[Producer], fraction: float, rng: random.Random, stop: threading.Event
+    ) -> None:
+        super().__init__(name="canceller", daemon=True)
+        self.dsn = dsn
+        self.producers = producers
+        self.fraction = fraction
+        self.rng = rng
+        self.stop = stop
+        self.asked: dict[str, int] = {}
+        self.calls = 0
+        self.missed = 0  # sampled, but no longer in pgq.jobs
+        self.errors: list[str] = []
+        self._seen = [0] * len(producers)
+
+    def run(self) -> None:
+        conn: psycopg.Connection | None = None
+        while not self.stop.wait(0.05):
+            keys = []
+            for i, producer in enumerate(self.producers):
+                fresh = producer.committed[self._seen[i] :]
+                self._seen[i] += len(fresh)
+                keys += [k for k in fresh if self.rng.random() < self.fraction]
+            if not keys:
+                continue
+            try:
+                if conn is None:
+                    conn = psycopg.connect(
+                        self.dsn, autocommit=True, connect_timeout=3, application_name=CANCELLER_APP
+                    )
+                found = conn.execute(
+                    "SELECT payload->>'key', id FROM pgq.jobs WHERE entrypoint = ANY(%s)"
+                    " AND payload->>'key' = ANY(%s) AND status IN ('queued', 'running')",
+                    (ENTRYPOINTS, keys),
+                ).fetchall()
+                self.missed += len(keys) - len(found)
+                if found:
+                    self.asked.update(found)
+                    self.calls += 1
+                    conn.execute("SELECT pgq.cancel(%s::bigint[])", ([job_id for _, job_id in found],))
+            except psycopg.Error as exc:
+                if exc.sqlstate != READ_ONLY and not isinstance(exc, psycopg.OperationalError):
+                    self.errors.append(f"{type(exc).__name__}: {str(exc).strip()}")
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.close()
+                conn = None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
 # --- the run ------------------------------------------------------------------------------
 
 SETUP = """
 CREATE TABLE soak_produced (key text PRIMARY KEY, kind text NOT NULL);
 CREATE TABLE soak_orders (key text PRIMARY KEY, placed_at timestamptz NOT NULL DEFAULT now());
+-- The effects of the transactional handler: no unique key, so that a double shows.
+CREATE TABLE soak_effects (key text NOT NULL, job_id bigint NOT NULL, deliveries integer NOT NULL);
 CREATE TRIGGER soak_orders_enqueue AFTER INSERT ON soak_orders
     FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger('soak_trigger');
 """
+SET_READ_ONLY = (
+    "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = on',"
+    " current_database()); END $$"
+)
+RESET_READ_ONLY = (
+    "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET default_transaction_read_only',"
+    " current_database()); END $$"
+)
 
 
 def _query(
     dsn: str, query: str, params: tuple[Any, ...] | None = None, timeout: float = 60
 ) -> list[tuple[Any, ...]]:
-    """Run one statement in autocommit, retrying on connection errors for up to timeout s."""
+    """Run one statement in autocommit, retrying on connection errors for up to timeout s.
+    The soak's own session is never read-only (it must end a read-only window)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=3) as conn:
+            with psycopg.connect(
+                dsn, autocommit=True, connect_timeout=3, options="-c default_transaction_read_only=off"
+            ) as conn:
                 cur = conn.execute(query, params)
                 return cur.fetchall() if cur.description else []
         except psycopg.OperationalError:
@@ -342,6 +381,7 @@ class Soak:
         self.exits: list[str] = []  # workers that exited without being killed
         self.stop_codes: list[int | None] = []
         self.undrained: list[tuple[Any, ...]] = []
+        self.kinds = KINDS
         self._n = 0
 
     # workers
@@ -378,13 +418,16 @@ class Soak:
             self._spawn()
             detail = f"SIGKILL worker {victim}"
         elif kind == "terminate":
-            (n,) = _query(
-                self.dsn,
-                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
-                " WHERE application_name = %s AND datname = current_database()",
-                (WORKER_APP,),
-            )[0]
-            detail = f"pg_terminate_backend x{n}"
+            detail = f"pg_terminate_backend x{self._terminate(WORKER_APP)}"
+        elif kind == "read-only":
+            _query(self.dsn, SET_READ_ONLY)
+            try:
+                n = self._terminate(WORKER_APP, PRODUCER_APP)
+                time.sleep(READ_ONLY_HOLD)
+            finally:
+                _query(self.dsn, RESET_READ_ONLY)
+            m = self._terminate(WORKER_APP, PRODUCER_APP)
+            detail = f"read-only for {READ_ONLY_HOLD:g} s, pg_terminate_backend x{n} then x{m}"
         else:
             db_sh("restart" if kind == "restart-fast" else "crash")
             detail = "pg_ctl stop -m " + ("fast" if kind == "restart-fast" else "immediate") + ", start"
@@ -392,11 +435,33 @@ class Soak:
         self.say(f"  {t0 - t_start:6.1f} s  {kind:<17} {detail} ({fault.t1 - t0:.2f} s)")
         return fault
 
+    def _terminate(self, *apps: str) -> int:
+        """pg_terminate_backend of the connections of these applications: how many."""
+        return _query(
+            self.dsn,
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = ANY(%s) AND datname = current_database()",
+            (list(apps),),
+        )[0][0]
+
+    def query(self, query: str, params: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
+        return _query(self.dsn, query, params)
+
     def run(self) -> SoakReport:
         cfg = self.cfg
         _query(self.dsn, SETUP)
         for ep in ENTRYPOINTS:
             _query(self.dsn, "SELECT pgq.configure(%s, lease => make_interval(secs => %s))", (ep, cfg.lease))
+        # A timeout that slow jobs overrun, retried soon; failures at faults retried soon too.
+        for ep in (TIMED, TRANSACTIONAL):
+            _query(
+                self.dsn,
+                "SELECT pgq.configure(%s, max_attempts => 10, backoff_base => '0.2 seconds'"
+                + (", timeout => '1 second'" if ep == TIMED else "")
+                + ")",
+                (ep,),
+            )
+        _query(self.dsn, "SELECT pgq.configure(%s, concurrency => %s)", (LIMITED, LIMIT))
         plan = plan_faults(cfg, self.rng)
         self.say(
             f"soak: {cfg.seconds:.0f} s, {cfg.workers} workers, {len(PRODUCERS)}x{cfg.rate:.0f} jobs/s,"
@@ -405,6 +470,8 @@ class Soak:
         try:
             return self._run(plan)
         finally:
+            with contextlib.suppress(psycopg.Error):
+                _query(self.dsn, RESET_READ_ONLY)
             for worker in self.workers:
                 if worker.proc.poll() is None:
                     worker.proc.kill()
@@ -423,8 +490,10 @@ class Soak:
         stop = threading.Event()
         producers = [Producer(kind, self.dsn, cfg.rate, cfg.batch, stop) for kind in PRODUCERS]
         t_start, m_start = time.time(), time.monotonic()
+        canceller = Canceller(self.dsn, producers, cfg.cancel_fraction, random.Random(self.seed + 1), stop)
         for producer in producers:
             producer.start()
+        canceller.start()
         pending = list(plan)
         while time.monotonic() - m_start < cfg.seconds:
             self._supervise()
@@ -434,6 +503,7 @@ class Soak:
         stop.set()
         for producer in producers:
             producer.join(timeout=90)
+        canceller.join(timeout=30)
         t_stop = time.time()
 
         # Drain: every job finished, then a graceful stop.
@@ -446,7 +516,7 @@ class Soak:
             if not self.undrained:
                 drained = True
                 break
-            runs = self._ledger()
+            runs = read_ledger(self.ledger)
             if all(self._orphaned_claim(row, runs) for row in self.undrained):
                 break  # waiting longer changes nothing
             time.sleep(0.2)
@@ -461,29 +531,9 @@ class Soak:
             except subprocess.TimeoutExpired:
                 self.stop_codes.append(None)
                 worker.proc.kill()
-        return self._audit(producers, t_start, t_stop, t_drained, drained)
+        return Audit(self, producers, canceller, t_start, t_stop, t_drained, drained).run()
 
     # the audit
-
-    def _ledger(self) -> list[Run]:
-        runs = []
-        for path in self.ledger.glob("*.log"):
-            pid = int(path.stem)
-            for line in path.read_text().splitlines():
-                parts = line.split()
-                if len(parts) == 6:
-                    runs.append(
-                        Run(pid, int(parts[0]), int(parts[1]), parts[2], parts[3], float(parts[4]), parts[5])
-                    )
-        return runs
-
-    def _explained(self, prev: Run, nxt: Run) -> bool:
-        """A re-run is explained by a fault that began before it and ended after the earlier
-        run started (for a SIGKILL: the earlier run was in the killed worker)."""
-        return any(
-            f.t0 <= nxt.t and prev.t <= f.t1 and (f.kind != "kill" or f.victim == prev.pid)
-            for f in self.faults
-        )
 
     def _orphaned_claim(self, row: tuple[Any, ...], runs: list[Run]) -> str | None:
         """The log line that shows a job left over from a claim whose reply was lost (its
@@ -497,7 +547,7 @@ class Soak:
         if worker is None or any(r.job_id == job_id and r.pid == pid for r in runs):
             return None
         for line in worker.log_path.read_text().splitlines():
-            if "claim failed" in line and abs(_log_time(line) - started) < 2:
+            if "claim failed" in line and abs(log_time(line) - started) < 2:
                 return line
         return None
 
@@ -509,14 +559,14 @@ class Soak:
         if worker is None:
             return None
         lines = worker.log_path.read_text().splitlines()
-        registered = [_log_time(line) for line in lines if " registered as " in line]
+        registered = [log_time(line) for line in lines if " registered as " in line]
         double = [b for a, b in itertools.pairwise(registered) if b - a < 0.5 and run.t - 5 < b < run.t + 1]
         fenced = [
             line
             for line in lines
-            if "were no longer held by this worker" in line
+            if "were no longer held by this" in line
             and str(run.job_id) in line.split("[", 1)[-1].split("]", 1)[0].split(", ")
-            and run.t <= _log_time(line) + 0.01
+            and run.t <= log_time(line) + 0.01
         ]
         if not double or not fenced:
             return None
@@ -540,7 +590,7 @@ class Soak:
                 near = [
                     line
                     for line in worker.log_path.read_text().splitlines()
-                    if "claim failed" in line and abs(_log_time(line) - started) < 2
+                    if "claim failed" in line and abs(log_time(line) - started) < 2
                 ]
                 if near:
                     text += f"; its log then: {near[0]!r}"
@@ -552,216 +602,6 @@ class Soak:
         if faults:
             text += f"; fault: {', '.join(faults)}"
         return text
-
-    def _audit(
-        self, producers: list[Producer], t_start: float, t_stop: float, t_drained: float, drained: bool
-    ) -> SoakReport:
-        report = SoakReport()
-        problems = report.problems
-        say = report.lines.append
-
-        known = {k for p in producers for k in p.committed}
-        unknown = {k for p in producers for k in p.unknown}
-        abandoned = {k for p in producers for k in p.abandoned}
-        errors = [e for p in producers for e in p.errors]
-        in_db = {
-            r[0]
-            for r in _query(self.dsn, "SELECT key FROM soak_produced UNION ALL SELECT key FROM soak_orders")
-        }
-        committed = known | (unknown & in_db)
-        say(
-            f"producers: {len(known)} enqueues committed, {len(unknown)} with an unknown outcome"
-            f" ({len(unknown & in_db)} of them committed), {sum(p.retries for p in producers)} retries,"
-            f" {len(abandoned)} abandoned"
-        )
-        if known - in_db:
-            problems.append(f"committed enqueues missing after the faults: {_sample(known - in_db)}")
-        if in_db - known - unknown:
-            problems.append(
-                f"enqueues in the database that no producer committed: {_sample(in_db - known - unknown)}"
-            )
-        if abandoned:
-            problems.append(f"producers gave up on {len(abandoned)} enqueues after 60 s of retries")
-        if errors:
-            problems.append(f"producer errors other than lost connections: {_sample(set(errors), 5)}")
-
-        runs = self._ledger()
-        starts: dict[str, list[Run]] = defaultdict(list)
-        ended: set[str] = set()
-        job_ids: dict[str, set[int]] = defaultdict(set)
-        for run in runs:
-            job_ids[run.key].add(run.job_id)
-            if run.event == "start":
-                starts[run.key].append(run)
-            else:
-                ended.add(run.key)
-        lost = committed - ended
-        say(f"ran at least once: {len(committed & ended)} of {len(committed)} committed enqueues")
-        orphans = {row[0]: row for row in self.undrained if self._orphaned_claim(row, runs)}
-        for row in orphans.values():
-            report.known.setdefault(ORPHANED_CLAIM, []).append(self._describe_stuck(row, runs, t_start))
-        orphan_keys = {row[1] for row in orphans.values()}
-        unaccounted = lost - orphan_keys
-        if unaccounted:
-            jobs = _query(
-                self.dsn,
-                "SELECT id, status, deliveries, payload->>'key' FROM pgq.jobs"
-                " WHERE payload->>'key' = ANY(%s)",
-                (sorted(unaccounted),),
-            )
-            problems.append(
-                f"LOST: {len(unaccounted)} committed enqueues never ran: {_sample(unaccounted)};"
-                f" in pgq.jobs: {jobs[:10]}"
-            )
-        phantom = set(starts) - committed
-        if phantom:
-            problems.append(f"jobs ran whose enqueue did not commit: {_sample(phantom)}")
-        dup_jobs = {k: ids for k, ids in job_ids.items() if len(ids) > 1}
-        if dup_jobs:
-            problems.append(f"keys enqueued as more than one job: {_sample(dup_jobs.items(), 5)}")
-
-        outcomes = _query(
-            self.dsn,
-            "SELECT job_id, outcome, extract(epoch FROM finished_at)::float8 FROM pgq.outcomes"
-            " WHERE entrypoint = ANY(%s)",
-            (ENTRYPOINTS,),
-        )
-        terminal: dict[int, list[str]] = defaultdict(list)
-        failed = 0
-        for job_id, outcome, _ in outcomes:
-            if outcome == "failed":
-                failed += 1
-            else:
-                terminal[job_id].append(outcome)
-        ran_ids = {r.job_id for r in runs if r.event == "end"}
-        doubles = {j: o for j, o in terminal.items() if len(o) > 1}
-        not_success = {j: o for j, o in terminal.items() if o != ["succeeded"] and len(o) == 1}
-        missing = ran_ids - set(terminal)
-        unran = set(terminal) - ran_ids
-        say(
-            f"outcomes: {sum(o == ['succeeded'] for o in terminal.values())} jobs succeeded once,"
-            f" {len(doubles)} with more than one terminal outcome, {failed} failed attempts"
-        )
-        if doubles:
-            problems.append(f"DOUBLE terminal outcomes: {_sample(doubles.items(), 5)}")
-        if not_success:
-            problems.append(f"terminal outcomes other than succeeded: {_sample(not_success.items(), 5)}")
-        if missing:
-            problems.append(f"jobs that ran but have no terminal outcome: {_sample(missing)}")
-        if unran:
-            problems.append(f"jobs that succeeded without a completed run in the ledger: {_sample(unran)}")
-        if failed:
-            problems.append(f"{failed} failed attempts in pgq.outcomes (handlers never raise)")
-
-        reruns = {k: sorted(r, key=lambda r: r.t) for k, r in starts.items() if len(r) > 1}
-        bad_deliveries, unexplained = [], []
-        for key, rs in reruns.items():
-            for prev, nxt in itertools.pairwise(rs):
-                if not nxt.deliveries > max(1, prev.deliveries):
-                    bad_deliveries.append((key, [(r.job_id, r.deliveries) for r in rs]))
-                if self._explained(prev, nxt):
-                    continue
-                text = (
-                    f"{key} (job {prev.job_id}): run at {prev.t - t_start:.2f} s in {prev.pid},"
-                    f" again at {nxt.t - t_start:.2f} s (delivery {nxt.deliveries})"
-                )
-                race = self._reregister_race(prev)
-                if race:
-                    report.known.setdefault(REREGISTER_RACE, []).append(f"{text}; {race}")
-                else:
-                    unexplained.append(text)
-        say(
-            f"re-runs: {len(reruns)} jobs ran more than once, {sum(len(r) - 1 for r in reruns.values())}"
-            f" extra runs, {len(unexplained)} not explained by a fault"
-            f" ({len(report.known.get(REREGISTER_RACE, []))} by the re-registration race)"
-        )
-        if bad_deliveries:
-            problems.append(
-                f"re-runs that did not see a higher deliveries count: {_sample(bad_deliveries, 5)}"
-            )
-        if unexplained:
-            problems.append(f"re-runs not in flight at any fault: {_sample(unexplained, 5)}")
-
-        left = _query(
-            self.dsn,
-            "SELECT id, status, deliveries, worker_id FROM pgq.jobs WHERE entrypoint = ANY(%s)",
-            (ENTRYPOINTS,),
-        )
-        alive = _query(self.dsn, "SELECT id, name, heartbeat_age FROM pgq.workers WHERE state = 'alive'")
-        say(
-            f"after shutdown: {len(left)} jobs in pgq.jobs, {len(alive)} workers alive;"
-            f" drained {'in' if drained else 'NOT in'} {t_drained - t_stop:.1f} s;"
-            f" SIGTERM exit codes {self.stop_codes}"
-        )
-        if [r for r in left if r[0] not in orphans]:
-            problems.append(f"jobs left in pgq.jobs: {_sample([r for r in left if r[0] not in orphans], 5)}")
-        if not drained:
-            for row in [r for r in self.undrained if r[0] not in orphans][:10]:
-                problems.append("not drained: " + self._describe_stuck(row, runs, t_start))
-        if alive:
-            problems.append(f"workers still 'alive' after shutdown: {alive}")
-        if any(code != 0 for code in self.stop_codes):
-            problems.append(f"workers did not exit 0 on SIGTERM: {self.stop_codes}")
-        if self.exits:
-            problems.append("workers exited without being killed:\n" + "\n".join(self.exits))
-        tracebacks = [w.log_path.name for w in self.workers if "Traceback" in w.log_path.read_text()]
-        if tracebacks:
-            say(f"note: tracebacks in worker logs {tracebacks} (in {self.ledger})")
-
-        # Recovery: from a fault until the completion rate is back above half its level in the
-        # 5 s before it (the first completion that starts a 1-second window at that rate), or
-        # until the first completion when there was no level to compare with.
-        done = sorted(t for _, outcome, t in outcomes if outcome == "succeeded")
-        for fault in self.faults:
-            before = min(5.0, fault.t0 - t_start)
-            level = (
-                bisect.bisect_left(done, fault.t0) - bisect.bisect_left(done, fault.t0 - before)
-            ) / before
-            i = bisect.bisect_left(done, fault.t0)
-            while i < len(done):
-                window = bisect.bisect_left(done, done[i] + 1.0) - i
-                if level < 2 or window >= level / 2:
-                    fault.recovery = done[i] - fault.t0
-                    break
-                i += 1
-            if fault.recovery is None:
-                problems.append(f"no recovery after {fault.kind} at {fault.t0 - t_start:.1f} s")
-
-        by_kind = Counter(f.kind for f in self.faults)
-        recovery = ", ".join(
-            f"{kind} "
-            + " ".join(
-                f"{f.recovery:.2f}" if f.recovery is not None else "never"
-                for f in self.faults
-                if f.kind == kind
-            )
-            for kind in KINDS
-            if by_kind[kind]
-        )
-        per_producer = ", ".join(
-            f"{p.kind} {len(set(p.committed) | (set(p.unknown) & in_db))}" for p in producers
-        )
-        extra = sum(len(r) - 1 for r in reruns.values())
-        report.summary = (
-            f"soak: {len(committed)} jobs ({per_producer}; {len(unknown)} commit-unknown)"
-            f" in {t_stop - t_start:.0f} s,"
-            f" {len(self.workers)} worker processes; faults {len(self.faults)}: "
-            + ", ".join(f"{kind} {by_kind[kind]}" for kind in KINDS)
-            + f"; re-runs {extra} ({len(unexplained)} unexplained); lost {len(lost)}"
-            + (f" (orphaned claims {len(lost & orphan_keys)})" if lost & orphan_keys else "")
-            + f"; double outcomes {len(doubles)}; recovery s: {recovery}"
-            + (" -> OK" if report.ok else " -> FAILED" if report.problems else " -> FAILED (known bugs)")
-        )
-        report.stats = {
-            "jobs": len(committed),
-            "lost": len(lost - orphan_keys),
-            "orphaned": len(lost & orphan_keys),
-            "doubles": len(doubles),
-            "reruns": extra,
-            "faults": dict(by_kind),
-            "recovery": {f"{f.kind}@{f.t0 - t_start:.1f}": f.recovery for f in self.faults},
-        }
-        return report
 
 
 def run_soak(dsn: str, ledger: Path, cfg: SoakConfig, say: Callable[[str], None] = print) -> SoakReport:
