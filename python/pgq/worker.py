@@ -38,12 +38,13 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from .dsn import resolve_dsn
-from .errors import InvalidArgument, PgqError, UnknownWorker, WorkerGone, translate
+from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
 from .job import Job
 
 log = logging.getLogger("pgq.worker")
 
-_TRANSIENT = (psycopg.OperationalError, PoolTimeout)
+# A lost connection, and the read-only window of a failover: both pass.
+_TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlTransaction)
 # After SIGTERM and the grace period, at most this long for the last completions and the
 # unregistration (the database may be unreachable: then the sweep releases our jobs).
 _FINAL_FLUSH = 5.0
@@ -162,8 +163,15 @@ class Worker:
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgq-handler")
         self._sync_pool: ConnectionPool | None = None
         if any(h.transactional for h in self._handlers.values()):
+            # Checked when lent: after a restart or a terminated backend, a handler must not
+            # get a dead connection (its job would be charged a failed attempt).
             self._sync_pool = ConnectionPool(
-                dsn, min_size=1, max_size=self.concurrency, kwargs={"prepare_threshold": None}, open=True
+                dsn,
+                min_size=1,
+                max_size=self.concurrency,
+                kwargs={"prepare_threshold": None},
+                check=ConnectionPool.check_connection,
+                open=True,
             )
         self._install_signal_handlers()
         await self._pool.open(wait=False)
@@ -250,7 +258,8 @@ class Worker:
     ) -> list[dict[str, Any]]:
         """Run a statement until it succeeds: through a lost connection, a failover's
         read-only window or any other error, backing off and saying so. Gives up (raises
-        _Stopping) on SIGTERM while registering (startup), or after the final flush."""
+        _Stopping) on SIGTERM while registering (startup), or after the final flush; while
+        registering, an error other than a lost connection is raised at once."""
         delay = 0.1
         while True:
             try:
@@ -259,6 +268,10 @@ class Worker:
                 raise
             except (PgqError, psycopg.Error, PoolTimeout) as exc:
                 transient = isinstance(exc, _TRANSIENT)
+                if startup and not transient:  # not a passing fault: say so at once
+                    if isinstance(exc, (psycopg.errors.UndefinedFunction, psycopg.errors.InvalidSchemaName)):
+                        raise SchemaError("pgq is not installed in this database; run `pgq install`") from exc
+                    raise
                 log.log(
                     logging.WARNING if transient else logging.ERROR,
                     "%s failed (%s); retrying in %.1f s",
@@ -272,7 +285,7 @@ class Worker:
                 await self._sleep(delay)  # SIGTERM ends the wait at once
             else:
                 await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, 2.0)
 
     async def _register(self) -> None:
         rows = await self._persist(
@@ -580,6 +593,8 @@ class Worker:
                     async for notify in conn.notifies():
                         if notify.payload in self._handlers:
                             self._wake.set()
+                        elif notify.payload == f"cancel:{self.worker_id}":
+                            self._beat_now.set()  # the heartbeat returns the jobs to stop
             except psycopg.OperationalError as exc:
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", str(exc).strip(), delay)
                 await asyncio.sleep(delay)

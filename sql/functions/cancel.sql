@@ -1,7 +1,8 @@
 -- pgq.cancel: queued and waiting jobs are canceled at once (they leave the hot table; the
--- outcome 'canceled' is logged); dead jobs are discarded (outcome 'dead'). For a running job, cancellation is requested: the
--- worker learns it from its next heartbeat and stops the handler; the job then ends
--- canceled (if the handler still finishes, it ends succeeded). Unknown or finished ids
+-- outcome 'canceled' is logged); dead jobs are discarded (outcome 'dead'). For a running
+-- job, cancellation is requested: its worker is notified at once, learns which jobs from
+-- the heartbeat it then sends, and stops the handler; the job then ends canceled (if the
+-- handler still finishes, it ends succeeded). Unknown or finished ids
 -- are ignored. Jobs waiting for a canceled job (depends_on) are canceled too.
 -- The jobs are locked in id order first, and then acted on as they are once locked: a
 -- cancel never deadlocks with a completion (which locks a job, then its dependents), and
@@ -20,6 +21,7 @@ DECLARE
     v_canceled integer;
     v_requested integer;
     v_parents bigint[];
+    v_holders uuid[];
 BEGIN
     PERFORM pgq._check_ids('job_ids', job_ids);
     PERFORM 1 FROM pgq._jobs AS j WHERE j.id = ANY (job_ids) ORDER BY j.id FOR UPDATE;
@@ -45,10 +47,16 @@ BEGIN
         PERFORM pgq._cancel_dependents(v_parents, 'a dependency was canceled');
     END IF;
 
-    UPDATE pgq._jobs AS j
-    SET cancel_requested = TRUE
-    WHERE j.id = ANY (job_ids) AND j.status = 'running' AND NOT j.cancel_requested;
-    GET DIAGNOSTICS v_requested = ROW_COUNT;
+    -- The holders are told at once (NOTIFY pgq, payload 'cancel:<worker id>'): their next
+    -- heartbeat, which they send when told, returns the ids to stop.
+    WITH requested AS (
+        UPDATE pgq._jobs AS j
+        SET cancel_requested = TRUE
+        WHERE j.id = ANY (job_ids) AND j.status = 'running' AND NOT j.cancel_requested
+        RETURNING j.worker_id
+    )
+    SELECT count(*), array_agg(DISTINCT r.worker_id) INTO v_requested, v_holders FROM requested AS r;
+    PERFORM pg_notify('pgq', 'cancel:' || h.id) FROM unnest(v_holders) AS h (id);
     RETURN v_canceled + v_requested;
 END
 $$;

@@ -63,8 +63,10 @@ BEGIN
         -- entries.
         WHERE j.id = ANY (job_ids) AND j.worker_id IS NOT DISTINCT FROM complete.worker_id
           AND j.status = 'running'
+          -- By (id, delivery) pairs: one batch may name two deliveries of the same job (the
+          -- first was re-queued by its timeout, then claimed again), and only one is current.
           AND (complete.deliveries IS NULL
-               OR j.deliveries = complete.deliveries[array_position(job_ids, j.id)])
+               OR (j.id, j.deliveries) IN (SELECT p.id, p.d FROM unnest(job_ids, complete.deliveries) AS p (id, d)))
         RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
                   j.payload, j.headers, j.depends_on
     ),
@@ -75,9 +77,13 @@ BEGIN
         )
         SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
                d.started_at, v_now, complete.worker_id,
-               CASE WHEN results IS NOT NULL THEN results[array_position(job_ids, d.id)] END,
-               d.payload, d.headers, d.depends_on
+               r.result, d.payload, d.headers, d.depends_on
         FROM done AS d
+        LEFT JOIN (
+            SELECT DISTINCT ON (p.id, p.d) p.id, p.d, p.result
+            FROM unnest(job_ids, complete.deliveries, results) AS p (id, d, result)
+            WHERE results IS NOT NULL
+        ) AS r ON r.id = d.id AND (complete.deliveries IS NULL OR r.d = d.deliveries)
     )
     SELECT coalesce(array_agg(d.id), '{}'), array_agg(DISTINCT d.entrypoint)
     INTO v_done, v_entrypoints

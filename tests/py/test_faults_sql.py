@@ -105,6 +105,28 @@ def test_late_settle_of_an_earlier_delivery_is_fenced(session: Session) -> None:
     assert status(admin, job_id) == "succeeded"
 
 
+def test_a_batch_naming_two_deliveries_of_one_job_completes_the_current_one(session: Session) -> None:
+    """A finished first run's completion was held back (an outage) until the job had been
+    re-queued by its timeout and claimed again by the same worker, whose second run finished
+    too: one batch names both deliveries, and the current one must complete."""
+    ep = "fence_pairs"
+    w, admin = session(), session()
+    job_id = one(admin, "SELECT pgq.enqueue(%s)", (ep,))
+    worker = register(w, ep)
+    assert claim(w, worker, ep) == [(job_id, 1)]
+    assert one(w, "SELECT pgq.fail(%s, %s, 'timeout', retry_in => '0', delivery => 1)", (worker, job_id))
+    assert claim(w, worker, ep) == [(job_id, 2)]
+    done = w.execute(
+        "SELECT * FROM pgq.complete(%s, ARRAY[%s, %s]::bigint[], ARRAY['1', '2']::jsonb[], ARRAY[1, 2])",
+        (worker, job_id, job_id),
+    ).fetchall()
+    assert done == [(job_id,)]
+    assert (
+        one(admin, "SELECT result FROM pgq.outcomes WHERE outcome = 'succeeded' AND job_id = %s", (job_id,))
+        == 2
+    )
+
+
 def test_fail_of_the_current_delivery_settles(session: Session) -> None:
     ep = "fence_fail"
     w = session()

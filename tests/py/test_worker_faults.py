@@ -214,3 +214,36 @@ def test_a_handlers_return_value_is_the_jobs_result(dsn: str, ledger: Path, spaw
     assert worker.terminate() == 0
     assert scalar(dsn, "SELECT result FROM pgq.outcomes WHERE job_id = %s", (good,)) == {"double": 42}
     assert "not JSON" in scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (bad,))
+
+
+def test_a_cancel_reaches_a_running_handler_without_waiting_for_a_heartbeat(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    """The lease is 30 s, so the first heartbeat comes 7.5 s after the worker started: the
+    cancel's NOTIFY must be what brings it to the handler within 4 s of the start."""
+    [job] = enqueue(dsn, "slow_sync", '{"sleep": 20}')
+    worker = spawn()
+    wait_until(lambda: events(ledger, "start"), 30, "the handler to start")
+    scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (job,))
+    wait_until(lambda: events(ledger, "cancelled"), 4, "the handler to see the cancel")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job,)) == "canceled", 10, "canceled")
+    assert worker.terminate() == 0
+
+
+def test_a_worker_against_a_database_without_pgq_says_so_in_one_line(
+    fresh_db: str, ledger: Path, spawn
+) -> None:
+    worker = spawn(fresh_db)
+    assert worker.proc.wait(timeout=30) == 1
+    assert worker.log().strip() == "error: pgq is not installed in this database; run `pgq install`"
+
+
+def test_sigterm_stops_a_worker_that_cannot_reach_the_database(dsn: str, ledger: Path, spawn) -> None:
+    proxy = Proxy(int(conninfo_to_dict(dsn).get("port", 5432)))
+    proxy.cut()
+    try:
+        worker = spawn(make_conninfo(dsn, port=str(proxy.port)))
+        wait_until(lambda: "register failed" in worker.log(), 30, "a failed registration")
+        assert worker.terminate(timeout=10) == 0
+    finally:
+        proxy.close()

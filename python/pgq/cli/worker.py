@@ -11,6 +11,7 @@ import click
 
 from ..dsn import resolve_dsn
 from ..worker import Worker
+from .output import handle_errors
 
 
 def load_worker(spec: str) -> Worker:
@@ -41,6 +42,7 @@ def load_worker(spec: str) -> Worker:
 )
 @click.option("--concurrency", type=click.IntRange(min=1), help="Handlers running at once.")
 @click.option("--batch-size", type=click.IntRange(1, 10000), help="Jobs claimed per round trip.")
+@handle_errors
 def worker_command(
     spec: str, dsn: str | None, listen_dsn: str | None, concurrency: int | None, batch_size: int | None
 ) -> None:
