@@ -263,7 +263,8 @@ class Worker:
         delay = 0.1
         while True:
             try:
-                return await self._sql(query, params)
+                # While registering, a database that is away must not hide SIGTERM for long.
+                return await self._sql(query, params, wait=_CLAIM_WAIT if startup else None)
             except (InvalidArgument, UnknownWorker, WorkerGone):
                 raise
             except (PgqError, psycopg.Error, PoolTimeout) as exc:
