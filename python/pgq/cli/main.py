@@ -13,6 +13,7 @@ from .. import migrate
 from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..dsn import resolve_dsn
+from .dashboard import dashboard_command
 from .output import (
     cell,
     dsn_option,
@@ -294,3 +295,4 @@ def configure(
 for command in (status, schedule, unschedule, schedules, worker_command):
     main.add_command(command)
 main.add_command(bench_command)
+main.add_command(dashboard_command)
