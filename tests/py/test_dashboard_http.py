@@ -1,0 +1,183 @@
+"""The dashboard over plain HTTP: Basic auth, CSRF, read-only mode, a read-only database
+role, /healthz, /metrics (parsed by prometheus_client) and the CLI's refusals."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from conftest import admin_execute
+from dashboard_server import Served, dead_job, request, serve, succeeded_jobs
+from pgq.web.app import Config
+
+AUTH = ("ops", "s3cret-Passw0rd")
+
+
+@pytest.fixture(scope="module")
+def secured(dsn: str) -> Iterator[Served]:
+    with serve(Config(dsn=dsn, user=AUTH[0], password=AUTH[1])) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def read_only(dsn: str) -> Iterator[Served]:
+    with serve(Config(dsn=dsn, read_only=True)) as served:
+        yield served
+
+
+def token(served: Served, auth: tuple[str, str] | None = None) -> str:
+    status, body, _ = request(served.url + "/settings", auth=auth)
+    assert status == 200
+    match = re.search(r'name="csrf-token" content="([0-9a-f]+)"', body)
+    assert match
+    return match.group(1)
+
+
+def test_basic_auth_guards_every_page_but_healthz(secured: Served) -> None:
+    for path in (
+        "/",
+        "/jobs",
+        "/jobs/1",
+        "/workers",
+        "/schedules",
+        "/settings",
+        "/metrics",
+        "/static/dashboard.css",
+    ):
+        status, _, headers = request(secured.url + path)
+        assert status == 401, path
+        assert headers["www-authenticate"].startswith("Basic")
+        assert request(secured.url + path, auth=(AUTH[0], "wrong"))[0] == 401, path
+        assert request(secured.url + path, auth=("admin", AUTH[1]))[0] == 401, path
+    assert request(secured.url + "/", auth=AUTH)[0] == 200
+    assert request(secured.url + "/healthz") == (200, "ok\n", request(secured.url + "/healthz")[2])
+
+
+def test_actions_need_the_csrf_token(secured: Served, conn: psycopg.Connection) -> None:
+    conn.execute("SELECT pgq.enqueue('email', '{}')")
+    form = {"entrypoint": "email", "back": "/settings"}
+    assert request(secured.url + "/entrypoints/pause", form, auth=AUTH)[0] == 403
+    assert request(secured.url + "/entrypoints/pause", {**form, "csrf": "0" * 64}, auth=AUTH)[0] == 403
+    assert request(secured.url + "/entrypoints/pause", {**form, "csrf": token(secured, AUTH)})[0] == 401
+    paused = conn.execute("SELECT paused FROM pgq.settings(ARRAY['email'])").fetchone()[0]
+    assert paused is False
+    status, _, headers = request(
+        secured.url + "/entrypoints/pause", {**form, "csrf": token(secured, AUTH)}, auth=AUTH
+    )
+    assert status == 303 and headers["location"].startswith("/settings?msg=")
+    assert conn.execute("SELECT paused FROM pgq.settings(ARRAY['email'])").fetchone()[0] is True
+
+
+def test_read_only_hides_and_refuses_actions(read_only: Served, conn: psycopg.Connection) -> None:
+    job = dead_job(conn, "email")
+    status, body, _ = request(f"{read_only.url}/jobs/{job}")
+    assert status == 200 and "read-only" in body
+    assert 'id="retry"' not in body and '<form method="post"' not in body
+    status, body, _ = request(f"{read_only.url}/jobs/{job}/retry", {"csrf": token(read_only), "back": "/"})
+    assert status == 403 and "read-only" in body
+    assert conn.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "dead"
+
+
+def test_a_read_only_role_gets_a_read_only_dashboard(dsn: str, conn: psycopg.Connection) -> None:
+    """The role may read the views but not retry: the action's permission error is shown."""
+    role = f"pgq_dash_ro_{uuid.uuid4().hex[:8]}"
+    admin_execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA pgq TO {}").format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL(
+                "GRANT SELECT ON pgq.jobs, pgq.outcomes, pgq.workers, pgq.schedules TO {0};"
+                " GRANT EXECUTE ON FUNCTION pgq._defaults(), pgq.stats(interval), pgq.settings(text[]),"
+                " pgq.job_status(bigint) TO {0}"
+            ).format(sql.Identifier(role))
+        )
+        job = dead_job(conn, "email")
+        with serve(Config(dsn=make_conninfo(dsn, user=role))) as served:
+            assert request(served.url + "/")[0] == 200
+            status, body, _ = request(f"{served.url}/jobs/{job}")
+            assert status == 200 and 'id="retry"' in body
+            status, _, headers = request(
+                f"{served.url}/jobs/{job}/retry", {"csrf": token(served), "back": f"/jobs/{job}"}
+            )
+            assert status == 303 and "err=permission+denied" in headers["location"]
+            status, body, _ = request(served.url + headers["location"])
+            assert "permission denied for function retry" in body
+        assert conn.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "dead"
+    finally:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        admin_execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_metrics_parse_as_prometheus_text(secured: Served, conn: psycopg.Connection) -> None:
+    succeeded_jobs(conn, "email", 3)
+    conn.execute("SELECT pgq.enqueue_batch('email', array_fill('{}'::jsonb, ARRAY[4]))")
+    dead_job(conn, "resize")
+    status, body, headers = request(secured.url + "/metrics", auth=AUTH)
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert all(name.startswith("pgq_") for name, _ in samples)
+    assert samples[("pgq_up", ())] == 1
+    assert samples[("pgq_jobs", (("entrypoint", "email"), ("state", "queued")))] == 4
+    assert samples[("pgq_outcomes_5m", (("entrypoint", "email"), ("outcome", "succeeded")))] == 3
+    assert samples[("pgq_paused", (("entrypoint", "resize"),))] == 0
+    assert ("pgq_wait_seconds", (("entrypoint", "email"), ("quantile", "0.99"))) in samples
+    assert ("pgq_run_seconds", (("entrypoint", "email"), ("quantile", "0.5"))) in samples
+
+
+def test_dead_jobs_bulk_retry(secured: Served, conn: psycopg.Connection) -> None:
+    jobs = [dead_job(conn, "email") for _ in range(3)] + [dead_job(conn, "resize")]
+    status, body, _ = request(secured.url + "/jobs?status=dead&entrypoint=email", auth=AUTH)
+    assert status == 200 and 'id="retry-all"' in body
+    form = {"entrypoint": "email", "csrf": token(secured, AUTH), "back": "/jobs?status=dead"}
+    status, _, headers = request(secured.url + "/dead/retry", form, auth=AUTH)
+    assert status == 303 and "re-queued+3+dead+jobs" in headers["location"]
+    statuses = [conn.execute("SELECT pgq.job_status(%s)", (j,)).fetchone()[0] for j in jobs]
+    assert statuses == ["queued", "queued", "queued", "dead"]
+
+
+def _cli(
+    *args: str, env: dict[str, str] | None = None, code: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PGQ_DASHBOARD_")}
+    script = code or "from pgq.cli.main import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_no_password_means_loopback_only(dsn: str) -> None:
+    done = _cli("dashboard", "--dsn", dsn, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0
+    assert "refusing to listen on 0.0.0.0 without a password" in done.stderr
+
+
+def test_without_the_extra_it_names_the_extra(dsn: str) -> None:
+    hide = "import sys; sys.modules['starlette'] = None; sys.modules['uvicorn'] = None; "
+    done = _cli("dashboard", "--dsn", dsn, code=hide + "from pgq.cli.main import main; main()")
+    assert done.returncode == 1
+    assert "pip install 'pgq-sql[dashboard]'" in done.stderr
+
+
+def test_healthz_reports_an_unreachable_database() -> None:
+    with serve(Config(dsn="postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1")) as served:
+        status, body, _ = request(served.url + "/healthz")
+    assert status == 503 and "unreachable" in body
