@@ -23,6 +23,10 @@
     var spec = seriesFor(el.dataset.kind);
     var data = [json.t].concat(spec.data.map(function (k) { return json[k]; }));
     if (el._plot) { el._plot.setData(data); return; }
+    // Latency has gaps (no job finished that second): points keep lone values visible.
+    if (el.dataset.kind === "latency") {
+      spec.series.slice(1).forEach(function (s) { s.points = { show: true, size: 5 }; });
+    }
     el._plot = new uPlot({ title: spec.title, width: Math.max(el.clientWidth, 300), height: 200,
                            series: spec.series, scales: { x: { time: true } } }, data, el);
   }
