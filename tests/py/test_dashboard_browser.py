@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -82,7 +83,8 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def wait_for(driver: webdriver.Chrome, condition) -> None:  # type: ignore[no-untyped-def]
-    WebDriverWait(driver, WAIT).until(lambda d: condition(d))
+    # htmx swaps the overview's table every 2 s: an element found may go stale at once.
+    WebDriverWait(driver, WAIT, ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
 def cell(driver: webdriver.Chrome, table: str, entrypoint: str, column: int) -> str:
@@ -95,9 +97,9 @@ def test_overview_updates_live_and_draws_charts(
     server: Served, browser: webdriver.Chrome, seeded: dict[str, int], dsn: str
 ) -> None:
     browser.get(server.url + "/")
-    assert cell(browser, "queues-table", "email", 2) == "30"
-    assert cell(browser, "queues-table", "resize", 3) == "1"  # scheduled
-    assert cell(browser, "queues-table", "resize", 4) == "1"  # waiting
+    wait_for(browser, lambda d: cell(d, "queues-table", "email", 2) == "30")
+    wait_for(browser, lambda d: cell(d, "queues-table", "resize", 3) == "1")  # scheduled
+    wait_for(browser, lambda d: cell(d, "queues-table", "resize", 4) == "1")  # waiting
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT pgq.enqueue_batch('email', array_fill('{}'::jsonb, ARRAY[5]))")
     # htmx polls the table: the new jobs appear without a reload.

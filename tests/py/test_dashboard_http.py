@@ -96,7 +96,7 @@ def test_a_read_only_role_gets_a_read_only_dashboard(dsn: str, conn: psycopg.Con
         conn.execute(sql.SQL("GRANT USAGE ON SCHEMA pgq TO {}").format(sql.Identifier(role)))
         conn.execute(
             sql.SQL(
-                "GRANT SELECT ON pgq.jobs, pgq.outcomes, pgq.workers, pgq.schedules TO {0};"
+                "GRANT SELECT ON pgq.jobs, pgq.outcomes, pgq.workers, pgq.schedules, pgq.queues TO {0};"
                 " GRANT EXECUTE ON FUNCTION pgq._defaults(), pgq.stats(interval), pgq.settings(text[]),"
                 " pgq.job_status(bigint) TO {0}"
             ).format(sql.Identifier(role))
@@ -181,3 +181,41 @@ def test_healthz_reports_an_unreachable_database() -> None:
     with serve(Config(dsn="postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1")) as served:
         status, body, _ = request(served.url + "/healthz")
     assert status == 503 and "unreachable" in body
+
+
+def _listed(served: Served, query: str) -> tuple[list[int], str]:
+    status, body, _ = request(f"{served.url}/jobs?{query}", auth=AUTH)
+    assert status == 200
+    return [int(i) for i in re.findall(r'<td><a href="/jobs/(\d+)">', body)], body
+
+
+def test_the_jobs_browser_filters_and_pages(secured: Served, conn: psycopg.Connection) -> None:
+    email = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pgq.enqueue_batch('email', array_agg(jsonb_build_object('n', g)))"
+            " FROM generate_series(1, 60) AS g"
+        )
+    ]
+    needle = conn.execute("SELECT pgq.enqueue('resize', '{\"path\": \"haystack-42.png\"}')").fetchone()[0]
+    done = succeeded_jobs(conn, "report", 2)
+    first, body = _listed(secured, "entrypoint=email")
+    assert first == sorted(email, reverse=True)[:50] and "older" in body
+    second, body = _listed(secured, "entrypoint=email&page=2")
+    assert second == sorted(email, reverse=True)[50:] and "older" not in body and "newer" in body
+    assert _listed(secured, "q=haystack-42")[0] == [needle]
+    assert _listed(secured, f"id={email[7]}")[0] == [email[7]]
+    assert _listed(secured, "status=queued&entrypoint=resize")[0] == [needle]
+    assert _listed(secured, "status=succeeded")[0] == sorted(done, reverse=True)
+    assert _listed(secured, "status=running")[0] == []
+    status, body, _ = request(f"{secured.url}/jobs/{done[0]}", auth=AUTH)
+    assert (
+        status == 200 and 'id="job-status">succeeded<' in body and "Not kept once a job has finished" in body
+    )
+    assert request(f"{secured.url}/jobs/999999999", auth=AUTH)[0] == 404
+
+
+def test_a_paused_entrypoint_without_jobs_stays_listed(secured: Served, conn: psycopg.Connection) -> None:
+    conn.execute("SELECT pgq.pause('idle')")
+    status, body, _ = request(secured.url + "/settings", auth=AUTH)
+    assert status == 200 and 'data-entrypoint="idle"' in body and "Resume" in body
