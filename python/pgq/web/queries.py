@@ -5,9 +5,10 @@ read-only dashboard (actions raise InsufficientPrivilege, shown on the page).
 
 Counting a million queued jobs costs a scan, so the overview counts differently:
 - queued and scheduled: exact up to COUNT_CAP through the claim index (pgq.jobs with
-  status = 'queued' is an index-only scan of it), above that the planner's estimate;
+  status = 'queued' is an index-only scan of it), one range per priority (so due and
+  scheduled jobs are counted without reading each other), above that the planner's estimate;
 - running and waiting: their partial indexes, exact;
-- oldest queued age: one index probe per distinct priority (a loose index scan);
+- oldest queued age: the first index entry of each distinct priority;
 - dead: dead jobs have no index of their own, so their count is a sequential scan, run
   at most every DEAD_REFRESH seconds (or 50 times its duration) and cached;
 - entrypoints: loose index scans, plus pgq.queues (which also lists entrypoints that only
@@ -29,6 +30,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 COUNT_CAP = 10_000
+MAX_PRIORITIES = 50  # distinct priorities walked one by one; with more, one capped scan
 DEAD_REFRESH = 5.0
 SMALL_SCAN = 0.02  # seconds: below this, a scan of the hot table is cheap enough to run per page
 PAGE_SIZE = 50
@@ -109,13 +111,25 @@ class Queries:
 
     # --- counts ------------------------------------------------------------------------
 
-    def _capped(self, conn: Any, where: str, params: dict[str, Any]) -> Count:
-        n = conn.execute(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM pgq.jobs AS j WHERE {where} LIMIT %(cap)s) AS s",
-            {**params, "cap": COUNT_CAP + 1},
-        ).fetchone()["n"]
-        if n <= COUNT_CAP:
-            return Count(n)
+    def _queued(self, conn: Any, entrypoint: str) -> tuple[Count, Count, timedelta | None]:
+        """Queued (due) and scheduled counts and the oldest due job's age of an entrypoint:
+        per priority, index range scans of the claim index, capped; estimated above the cap."""
+        p = {"ep": entrypoint, "cap": COUNT_CAP + 1, "most": MAX_PRIORITIES}
+        r = conn.execute(_QUEUED, p).fetchone()
+        complete = r["priorities"] < MAX_PRIORITIES
+        due = self._count(conn, int(r["due"]), complete, "j.run_at <= now()", p)
+        later = self._count(conn, int(r["later"]), complete, "j.run_at > now()", p)
+        return due, later, r["age"]
+
+    def _count(self, conn: Any, counted: int, complete: bool, cond: str, params: dict[str, Any]) -> Count:
+        where = f"j.status = 'queued' AND j.entrypoint = %(ep)s AND {cond}"
+        if not complete:  # too many priorities to walk: one capped scan instead
+            counted = conn.execute(
+                f"SELECT count(*) AS n FROM (SELECT 1 FROM pgq.jobs AS j WHERE {where} LIMIT %(cap)s) AS s",
+                params,
+            ).fetchone()["n"]
+        if counted <= COUNT_CAP:
+            return Count(counted)
         plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM pgq.jobs AS j WHERE {where}", params)
         rows = plan.fetchone()["QUERY PLAN"][0]["Plan"]["Plan Rows"]
         return Count(max(int(rows), COUNT_CAP), estimated=True, floor=COUNT_CAP)
@@ -188,14 +202,7 @@ class Queries:
         dead = self._dead_counts()
         with self.pool.connection() as conn:
             for name, q in queues.items():
-                p = {"ep": name}
-                q.queued = self._capped(
-                    conn, "j.status = 'queued' AND j.entrypoint = %(ep)s AND j.run_at <= now()", p
-                )
-                q.scheduled = self._capped(
-                    conn, "j.status = 'queued' AND j.entrypoint = %(ep)s AND j.run_at > now()", p
-                )
-                q.oldest_queued_age = conn.execute(_OLDEST, p).fetchone()["age"]
+                q.queued, q.scheduled, q.oldest_queued_age = self._queued(conn, name)
                 q.dead = dead.get(name, 0)
             for r in conn.execute(
                 "SELECT j.entrypoint, count(*) FILTER (WHERE j.status = 'running') AS running,"
@@ -400,7 +407,11 @@ class Queries:
         self._one("SELECT pgq.resume(%s) AS ok", (entrypoint,))
 
 
-_OLDEST = """
+# Walks the distinct priorities of an entrypoint's queued jobs (a loose index scan of the
+# claim index, at most %(most)s of them); within a priority the index is ordered by run_at, so
+# the due and the scheduled jobs are two ranges, counted up to %(cap)s each, and the first
+# entry is the oldest.
+_QUEUED = """
 WITH RECURSIVE p AS (
     (SELECT j.priority AS pr FROM pgq.jobs AS j WHERE j.status = 'queued' AND j.entrypoint = %(ep)s
      ORDER BY j.priority DESC LIMIT 1)
@@ -409,13 +420,23 @@ WITH RECURSIVE p AS (
             WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority < p.pr
             ORDER BY j.priority DESC LIMIT 1)
     FROM p WHERE p.pr IS NOT NULL
-), firsts AS (
-    SELECT (SELECT j.run_at FROM pgq.jobs AS j
+), per AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority = p.pr AND j.run_at <= now()
+            LIMIT %(cap)s) AS s) AS due,
+        (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority = p.pr AND j.run_at > now()
+            LIMIT %(cap)s) AS s) AS later,
+        (SELECT j.run_at FROM pgq.jobs AS j
             WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority = p.pr
-            ORDER BY j.priority DESC, j.run_at LIMIT 1) AS run_at
+            ORDER BY j.priority DESC, j.run_at LIMIT 1) AS first_run_at
     FROM p WHERE p.pr IS NOT NULL
+    LIMIT %(most)s
 )
-SELECT now() - min(f.run_at) AS age FROM firsts AS f WHERE f.run_at <= now()
+SELECT coalesce(sum(per.due), 0) AS due, coalesce(sum(per.later), 0) AS later, count(*) AS priorities,
+    now() - min(per.first_run_at) FILTER (WHERE per.first_run_at <= now()) AS age
+FROM per
 """
 
 
