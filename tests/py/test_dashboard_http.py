@@ -219,3 +219,27 @@ def test_a_paused_entrypoint_without_jobs_stays_listed(secured: Served, conn: ps
     conn.execute("SELECT pgq.pause('idle')")
     status, body, _ = request(secured.url + "/settings", auth=AUTH)
     assert status == 200 and 'data-entrypoint="idle"' in body and "Resume" in body
+
+
+def test_overview_counts_exactly_up_to_the_cap_then_estimates(
+    secured: Served, conn: psycopg.Connection
+) -> None:
+    for priority in (-5, 0, 7):
+        conn.execute(
+            "SELECT pgq.enqueue_batch('mixed', array_fill('{}'::jsonb, ARRAY[3]), priority => %s)",
+            (priority,),
+        )
+        conn.execute(
+            "SELECT pgq.enqueue_batch('mixed', array_fill('{}'::jsonb, ARRAY[2]), priority => %s,"
+            " run_at => now() + interval '1 hour')",
+            (priority,),
+        )
+    conn.execute("SELECT pgq.enqueue_batch('bulk', array_fill('{}'::jsonb, ARRAY[12000]))")
+    conn.execute("ANALYZE pgq._jobs")
+    status, body, _ = request(secured.url + "/partials/queues", auth=AUTH)
+    assert status == 200
+    row = re.search(r'<tr data-entrypoint="mixed">(.*?)</tr>', body, re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:2] == ["9", "6"]
+    bulk = re.search(r'<tr data-entrypoint="bulk">(.*?)</tr>', body, re.S).group(1)
+    queued = re.findall(r'<td class="num">([^<]*)</td>', bulk)[0]
+    assert queued.startswith(("≈", "> 10,000")), queued
