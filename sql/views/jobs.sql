@@ -1,6 +1,6 @@
 -- pgq.jobs: the live jobs (queued, waiting, running, dead), for psql and `pgq jobs`:
 --   SELECT id, status, attempt, last_error FROM pgq.jobs WHERE entrypoint = 'email';
--- Finished jobs are in pgq.outcomes.
+-- Finished jobs are in pgq.outcomes. depends_on: the jobs a waiting job waits for.
 CREATE OR REPLACE VIEW pgq.jobs AS
 SELECT
     j.id,
@@ -18,7 +18,8 @@ SELECT
     j.dedupe_key,
     j.last_error,
     j.payload,
-    j.headers
+    j.headers,
+    j.depends_on
 FROM pgq._jobs AS j
 LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint;
 

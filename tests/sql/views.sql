@@ -2,7 +2,7 @@
 -- pgq.schedules. Their content, and who may read them (pgq_admin all five, pgq_worker queues
 -- and workers).
 BEGIN;
-SELECT plan(44);
+SELECT plan(45);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -15,6 +15,7 @@ LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label =
 SELECT has_view('pgq', 'queues', 'view pgq.queues exists');
 SELECT has_view('pgq', 'workers', 'view pgq.workers exists');
 SELECT has_view('pgq', 'jobs', 'view pgq.jobs exists');
+SELECT has_column('pgq', 'jobs', 'depends_on', 'pgq.jobs shows the jobs a waiting job waits for');
 SELECT has_view('pgq', 'outcomes', 'view pgq.outcomes exists');
 SELECT has_view('pgq', 'schedules', 'view pgq.schedules exists');
 

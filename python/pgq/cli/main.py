@@ -14,6 +14,7 @@ from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..dsn import resolve_dsn
 from ..queries import OUTCOMES
+from .dashboard import dashboard_command
 from .job import job_command, wait_command
 from .output import (
     cell,
@@ -357,3 +358,4 @@ def configure(
 for command in (status, schedule, unschedule, schedules, worker_command, job_command, wait_command):
     main.add_command(command)
 main.add_command(bench_command)
+main.add_command(dashboard_command)

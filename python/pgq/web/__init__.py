@@ -1,0 +1,1 @@
+"""`pgq dashboard`: a web UI of the queue (Starlette, Jinja2, htmx, uPlot)."""

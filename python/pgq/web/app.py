@@ -1,0 +1,265 @@
+"""The dashboard's Starlette application: pages, actions, auth and CSRF.
+
+Auth: with a password, every path but /healthz needs HTTP Basic auth. Actions are POSTs
+that carry a CSRF token (an HMAC of the user under a per-process secret, in a hidden field
+or the X-CSRF-Token header), run as the DSN's role, and are refused with --read-only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+import psycopg
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from . import metrics
+from .queries import FINISHED, FINISHED_WINDOWS, LIVE, Queries, make_pool
+from .render import register_filters
+
+HERE = Path(__file__).parent
+# Autoescape everywhere: every value from the database is text, never markup.
+_env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True)
+register_filters(_env)
+templates = Jinja2Templates(env=_env)
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
+    " object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+
+
+Next = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Config:
+    dsn: str
+    user: str = "admin"
+    password: str | None = None
+    read_only: bool = False
+
+
+class Guard(BaseHTTPMiddleware):
+    """Basic auth (when a password is set) and security headers on every response."""
+
+    def __init__(self, app: Any, config: Config) -> None:
+        super().__init__(app)
+        self.config = config
+
+    async def dispatch(self, request: Request, call_next: Next) -> Response:
+        needs_auth = self.config.password is not None and request.url.path != "/healthz"
+        if needs_auth and not _authorized(request.headers.get("authorization", ""), self.config):
+            return PlainTextResponse(
+                "authentication required\n",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Basic realm="pgq dashboard", charset="UTF-8"'},
+            )
+        response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        return response
+
+
+def _authorized(header: str, config: Config) -> bool:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        user, sep, password = base64.b64decode(value, validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    ok_user = hmac.compare_digest(user.encode(), config.user.encode())
+    ok_password = hmac.compare_digest(password.encode(), (config.password or "").encode())
+    return bool(sep) and ok_user and ok_password
+
+
+def create_app(config: Config) -> Starlette:
+    pool = make_pool(config.dsn)
+    db = Queries(pool)
+    secret = secrets.token_bytes(32)
+    csrf_token = hmac.new(secret, b"csrf:" + config.user.encode(), hashlib.sha256).hexdigest()
+
+    def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        context.update(
+            request=request,
+            read_only=config.read_only,
+            csrf=csrf_token,
+            message=request.query_params.get("msg", ""),
+            error=context.get("error") or request.query_params.get("err", ""),
+        )
+        return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    def guarded(render: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """Database errors (a role without the privilege, a timeout) shown on the page."""
+
+        def endpoint(request: Request) -> Response:
+            try:
+                return render(request)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                message = f"permission denied: {exc.diag.message_primary}"
+                return page(request, "error.html", 403, error=message)
+            except psycopg.Error as exc:
+                return page(request, "error.html", 500, error=f"database error: {exc}")
+
+        return endpoint
+
+    async def action(request: Request, run: Callable[[dict[str, Any]], str]) -> Response:
+        form = await request.form()
+        back = str(form.get("back") or "/")
+        if not back.startswith("/") or back.startswith("//"):
+            back = "/"
+        if config.read_only:
+            return PlainTextResponse("the dashboard is read-only\n", status_code=403)
+        token = request.headers.get("x-csrf-token") or str(form.get("csrf") or "")
+        if not hmac.compare_digest(token.encode(), csrf_token.encode()):
+            return PlainTextResponse("missing or wrong CSRF token\n", status_code=403)
+        try:
+            text = await run_in_threadpool(run, dict(form))
+            key = "msg"
+        except psycopg.errors.InsufficientPrivilege as exc:
+            text, key = f"permission denied: {exc.diag.message_primary}", "err"
+        except psycopg.Error as exc:
+            text, key = f"{exc.diag.message_primary or exc}", "err"
+        sep = "&" if "?" in back else "?"
+        return RedirectResponse(f"{back}{sep}{urlencode({key: text})}", status_code=303)
+
+    def overview(request: Request) -> Response:
+        return page(request, "overview.html", queues=db.overview())
+
+    def overview_table(request: Request) -> Response:
+        return page(request, "_queues.html", queues=db.overview())
+
+    def series(request: Request) -> Response:
+        return JSONResponse(db.series(request.query_params.get("window", "5m")))
+
+    def jobs(request: Request) -> Response:
+        q = request.query_params
+        raw_id = q.get("id", "").strip()
+        job_id = int(raw_id) if raw_id.isdigit() else None
+        status = q.get("status", "") if q.get("status", "") in (*LIVE, *FINISHED) else ""
+        page_no = int(q["page"]) if q.get("page", "").isdigit() else 1
+        window = q.get("window", "24h")
+        rows, more = db.jobs(q.get("entrypoint", ""), status, job_id, q.get("q", ""), page_no, window)
+        filters = {k: v for k, v in q.items() if k not in ("page", "msg", "err")}
+        return page(
+            request,
+            "jobs.html",
+            rows=rows,
+            more=more,
+            page_no=page_no,
+            filters=filters,
+            statuses=(*LIVE, *FINISHED),
+            windows=FINISHED_WINDOWS,
+            entrypoints=db.entrypoints(),
+            bad_id=bool(raw_id) and job_id is None,
+            here=request.url.path + ("?" + request.url.query if request.url.query else ""),
+        )
+
+    def job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        story = db.job(job_id)
+        if story is None:
+            message = f"no job {job_id} (unknown, or pruned from the log)"
+            return page(request, "error.html", 404, error=message)
+        return page(request, "job.html", job=story)
+
+    def workers(request: Request) -> Response:
+        return page(request, "workers.html", workers=db.workers(), held=db.running_by_worker())
+
+    def schedules(request: Request) -> Response:
+        return page(request, "schedules.html", schedules=db.schedules())
+
+    def settings(request: Request) -> Response:
+        rows = db.settings()
+        columns = [c for c in (rows[0].keys() if rows else []) if c not in ("entrypoint", "paused")]
+        return page(request, "settings.html", rows=rows, columns=columns)
+
+    async def job_action(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        verb = request.path_params["verb"]
+
+        def run(form: dict[str, Any]) -> str:
+            if verb == "retry":
+                return f"job {job_id}: {'re-queued' if db.retry([job_id]) else 'not dead, nothing to retry'}"
+            n = db.cancel([job_id])
+            return f"job {job_id}: {'canceled (or cancel requested)' if n else 'not cancelable'}"
+
+        if verb not in ("retry", "cancel"):
+            return PlainTextResponse("unknown action\n", status_code=404)
+        return await action(request, run)
+
+    async def retry_dead(request: Request) -> Response:
+        def run(form: dict[str, Any]) -> str:
+            ids = db.dead_ids(str(form.get("entrypoint") or ""))
+            return f"re-queued {db.retry(ids) if ids else 0} dead jobs"
+
+        return await action(request, run)
+
+    async def pause(request: Request) -> Response:
+        verb = request.path_params["verb"]
+
+        def run(form: dict[str, Any]) -> str:
+            name = str(form.get("entrypoint") or "")
+            (db.pause if verb == "pause" else db.resume)(name)
+            return f"{verb}d {name}"
+
+        if verb not in ("pause", "resume"):
+            return PlainTextResponse("unknown action\n", status_code=404)
+        return await action(request, run)
+
+    def healthz(request: Request) -> Response:
+        try:
+            db.ping()
+        except Exception as exc:
+            return PlainTextResponse(f"database unreachable: {type(exc).__name__}\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    def metrics_endpoint(request: Request) -> Response:
+        body, content_type = metrics.render(db)
+        return Response(body, media_type=content_type)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+        pool.open(wait=False)
+        yield
+        pool.close()
+
+    routes = [
+        Route("/", guarded(overview)),
+        Route("/partials/queues", guarded(overview_table)),
+        Route("/api/series", guarded(series)),
+        Route("/jobs", guarded(jobs)),
+        Route("/jobs/{job_id:int}", guarded(job)),
+        Route("/jobs/{job_id:int}/{verb}", job_action, methods=["POST"]),
+        Route("/dead/retry", retry_dead, methods=["POST"]),
+        Route("/entrypoints/{verb}", pause, methods=["POST"]),
+        Route("/workers", guarded(workers)),
+        Route("/schedules", guarded(schedules)),
+        Route("/settings", guarded(settings)),
+        Route("/healthz", healthz),
+        Route("/metrics", guarded(metrics_endpoint)),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, middleware=[Middleware(Guard, config=config)], lifespan=lifespan)
+    app.state.queries = db
+    return app

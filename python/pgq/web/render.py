@@ -1,0 +1,56 @@
+"""Jinja2 filters: durations, counts and times as short text."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from jinja2 import Environment
+
+NONE = "\N{EN DASH}"
+
+
+def duration(value: timedelta | float | None) -> str:
+    if value is None:
+        return NONE
+    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if s < 1:
+        return f"{s * 1000:.0f} ms" if s >= 0.001 else f"{s * 1e6:.0f} µs"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{s / 60:.0f} min"
+    if s < 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def count(value: Any) -> str:
+    """An int, or a Count from queries (estimated ones are marked ≈)."""
+    if value is None:
+        return NONE
+    n = getattr(value, "value", value)
+    if not getattr(value, "estimated", False):
+        return f"{n:,}"
+    floor = getattr(value, "floor", 0)
+    # The planner's guess is below what was counted: say only what is known.
+    return f"> {floor:,}" if n <= floor else f"≈{n:,}"
+
+
+def ago(value: datetime | None) -> str:
+    if value is None:
+        return NONE
+    delta = datetime.now(timezone.utc) - value
+    if delta.total_seconds() < 0:
+        return "in " + duration(-delta)
+    return duration(delta) + " ago"
+
+
+def stamp(value: datetime | None) -> str:
+    if value is None:
+        return NONE
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def register_filters(env: Environment) -> None:
+    env.filters.update(duration=duration, count=count, ago=ago, stamp=stamp)

@@ -1,0 +1,245 @@
+"""The dashboard over plain HTTP: Basic auth, CSRF, read-only mode, a read-only database
+role, /healthz, /metrics (parsed by prometheus_client) and the CLI's refusals."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from conftest import admin_execute
+from dashboard_server import Served, dead_job, request, serve, succeeded_jobs
+from pgq.web.app import Config
+
+AUTH = ("ops", "s3cret-Passw0rd")
+
+
+@pytest.fixture(scope="module")
+def secured(dsn: str) -> Iterator[Served]:
+    with serve(Config(dsn=dsn, user=AUTH[0], password=AUTH[1])) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def read_only(dsn: str) -> Iterator[Served]:
+    with serve(Config(dsn=dsn, read_only=True)) as served:
+        yield served
+
+
+def token(served: Served, auth: tuple[str, str] | None = None) -> str:
+    status, body, _ = request(served.url + "/settings", auth=auth)
+    assert status == 200
+    match = re.search(r'name="csrf-token" content="([0-9a-f]+)"', body)
+    assert match
+    return match.group(1)
+
+
+def test_basic_auth_guards_every_page_but_healthz(secured: Served) -> None:
+    for path in (
+        "/",
+        "/jobs",
+        "/jobs/1",
+        "/workers",
+        "/schedules",
+        "/settings",
+        "/metrics",
+        "/static/dashboard.css",
+    ):
+        status, _, headers = request(secured.url + path)
+        assert status == 401, path
+        assert headers["www-authenticate"].startswith("Basic")
+        assert request(secured.url + path, auth=(AUTH[0], "wrong"))[0] == 401, path
+        assert request(secured.url + path, auth=("admin", AUTH[1]))[0] == 401, path
+    assert request(secured.url + "/", auth=AUTH)[0] == 200
+    assert request(secured.url + "/healthz") == (200, "ok\n", request(secured.url + "/healthz")[2])
+
+
+def test_actions_need_the_csrf_token(secured: Served, conn: psycopg.Connection) -> None:
+    conn.execute("SELECT pgq.enqueue('email', '{}')")
+    form = {"entrypoint": "email", "back": "/settings"}
+    assert request(secured.url + "/entrypoints/pause", form, auth=AUTH)[0] == 403
+    assert request(secured.url + "/entrypoints/pause", {**form, "csrf": "0" * 64}, auth=AUTH)[0] == 403
+    assert request(secured.url + "/entrypoints/pause", {**form, "csrf": token(secured, AUTH)})[0] == 401
+    paused = conn.execute("SELECT paused FROM pgq.settings(ARRAY['email'])").fetchone()[0]
+    assert paused is False
+    status, _, headers = request(
+        secured.url + "/entrypoints/pause", {**form, "csrf": token(secured, AUTH)}, auth=AUTH
+    )
+    assert status == 303 and headers["location"].startswith("/settings?msg=")
+    assert conn.execute("SELECT paused FROM pgq.settings(ARRAY['email'])").fetchone()[0] is True
+
+
+def test_read_only_hides_and_refuses_actions(read_only: Served, conn: psycopg.Connection) -> None:
+    job = dead_job(conn, "email")
+    status, body, _ = request(f"{read_only.url}/jobs/{job}")
+    assert status == 200 and "read-only" in body
+    assert 'id="retry"' not in body and '<form method="post"' not in body
+    status, body, _ = request(f"{read_only.url}/jobs/{job}/retry", {"csrf": token(read_only), "back": "/"})
+    assert status == 403 and "read-only" in body
+    assert conn.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "dead"
+
+
+def test_a_read_only_role_gets_a_read_only_dashboard(dsn: str, conn: psycopg.Connection) -> None:
+    """The role may read the views but not retry: the action's permission error is shown."""
+    role = f"pgq_dash_ro_{uuid.uuid4().hex[:8]}"
+    admin_execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA pgq TO {}").format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL(
+                "GRANT SELECT ON pgq.jobs, pgq.outcomes, pgq.workers, pgq.schedules, pgq.queues TO {0};"
+                " GRANT EXECUTE ON FUNCTION pgq._defaults(), pgq.stats(interval), pgq.settings(text[]),"
+                " pgq.job_status(bigint) TO {0}"
+            ).format(sql.Identifier(role))
+        )
+        job = dead_job(conn, "email")
+        with serve(Config(dsn=make_conninfo(dsn, user=role))) as served:
+            assert request(served.url + "/")[0] == 200
+            status, body, _ = request(f"{served.url}/jobs/{job}")
+            assert status == 200 and 'id="retry"' in body
+            status, _, headers = request(
+                f"{served.url}/jobs/{job}/retry", {"csrf": token(served), "back": f"/jobs/{job}"}
+            )
+            assert status == 303 and "err=permission+denied" in headers["location"]
+            status, body, _ = request(served.url + headers["location"])
+            assert "permission denied for function retry" in body
+        assert conn.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "dead"
+    finally:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        admin_execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_metrics_parse_as_prometheus_text(secured: Served, conn: psycopg.Connection) -> None:
+    succeeded_jobs(conn, "email", 3)
+    conn.execute("SELECT pgq.enqueue_batch('email', array_fill('{}'::jsonb, ARRAY[4]))")
+    dead_job(conn, "resize")
+    status, body, headers = request(secured.url + "/metrics", auth=AUTH)
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert all(name.startswith("pgq_") for name, _ in samples)
+    assert samples[("pgq_up", ())] == 1
+    assert samples[("pgq_jobs", (("entrypoint", "email"), ("state", "queued")))] == 4
+    assert samples[("pgq_outcomes_5m", (("entrypoint", "email"), ("outcome", "succeeded")))] == 3
+    assert samples[("pgq_paused", (("entrypoint", "resize"),))] == 0
+    assert ("pgq_wait_seconds", (("entrypoint", "email"), ("quantile", "0.99"))) in samples
+    assert ("pgq_run_seconds", (("entrypoint", "email"), ("quantile", "0.5"))) in samples
+
+
+def test_dead_jobs_bulk_retry(secured: Served, conn: psycopg.Connection) -> None:
+    jobs = [dead_job(conn, "email") for _ in range(3)] + [dead_job(conn, "resize")]
+    status, body, _ = request(secured.url + "/jobs?status=dead&entrypoint=email", auth=AUTH)
+    assert status == 200 and 'id="retry-all"' in body
+    form = {"entrypoint": "email", "csrf": token(secured, AUTH), "back": "/jobs?status=dead"}
+    status, _, headers = request(secured.url + "/dead/retry", form, auth=AUTH)
+    assert status == 303 and "re-queued+3+dead+jobs" in headers["location"]
+    statuses = [conn.execute("SELECT pgq.job_status(%s)", (j,)).fetchone()[0] for j in jobs]
+    assert statuses == ["queued", "queued", "queued", "dead"]
+
+
+def _cli(
+    *args: str, env: dict[str, str] | None = None, code: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PGQ_DASHBOARD_")}
+    script = code or "from pgq.cli.main import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_no_password_means_loopback_only(dsn: str) -> None:
+    done = _cli("dashboard", "--dsn", dsn, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0
+    assert "refusing to listen on 0.0.0.0 without a password" in done.stderr
+
+
+def test_without_the_extra_it_names_the_extra(dsn: str) -> None:
+    hide = "import sys; sys.modules['starlette'] = None; sys.modules['uvicorn'] = None; "
+    done = _cli("dashboard", "--dsn", dsn, code=hide + "from pgq.cli.main import main; main()")
+    assert done.returncode == 1
+    assert "pip install 'pgq-sql[dashboard]'" in done.stderr
+
+
+def test_healthz_reports_an_unreachable_database() -> None:
+    with serve(Config(dsn="postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1")) as served:
+        status, body, _ = request(served.url + "/healthz")
+    assert status == 503 and "unreachable" in body
+
+
+def _listed(served: Served, query: str) -> tuple[list[int], str]:
+    status, body, _ = request(f"{served.url}/jobs?{query}", auth=AUTH)
+    assert status == 200
+    return [int(i) for i in re.findall(r'<td><a href="/jobs/(\d+)">', body)], body
+
+
+def test_the_jobs_browser_filters_and_pages(secured: Served, conn: psycopg.Connection) -> None:
+    email = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pgq.enqueue_batch('email', array_agg(jsonb_build_object('n', g)))"
+            " FROM generate_series(1, 60) AS g"
+        )
+    ]
+    needle = conn.execute("SELECT pgq.enqueue('resize', '{\"path\": \"haystack-42.png\"}')").fetchone()[0]
+    done = succeeded_jobs(conn, "report", 2)
+    first, body = _listed(secured, "entrypoint=email")
+    assert first == sorted(email, reverse=True)[:50] and "older" in body
+    second, body = _listed(secured, "entrypoint=email&page=2")
+    assert second == sorted(email, reverse=True)[50:] and "older" not in body and "newer" in body
+    assert _listed(secured, "q=haystack-42")[0] == [needle]
+    assert _listed(secured, f"id={email[7]}")[0] == [email[7]]
+    assert _listed(secured, "status=queued&entrypoint=resize")[0] == [needle]
+    assert _listed(secured, "status=succeeded")[0] == sorted(done, reverse=True)
+    assert _listed(secured, "status=running")[0] == []
+    status, body, _ = request(f"{secured.url}/jobs/{done[0]}", auth=AUTH)
+    assert (
+        status == 200 and 'id="job-status">succeeded<' in body and "Not kept once a job has finished" in body
+    )
+    assert request(f"{secured.url}/jobs/999999999", auth=AUTH)[0] == 404
+
+
+def test_a_paused_entrypoint_without_jobs_stays_listed(secured: Served, conn: psycopg.Connection) -> None:
+    conn.execute("SELECT pgq.pause('idle')")
+    status, body, _ = request(secured.url + "/settings", auth=AUTH)
+    assert status == 200 and 'data-entrypoint="idle"' in body and "Resume" in body
+
+
+def test_overview_counts_exactly_up_to_the_cap_then_estimates(
+    secured: Served, conn: psycopg.Connection
+) -> None:
+    for priority in (-5, 0, 7):
+        conn.execute(
+            "SELECT pgq.enqueue_batch('mixed', array_fill('{}'::jsonb, ARRAY[3]), priority => %s)",
+            (priority,),
+        )
+        conn.execute(
+            "SELECT pgq.enqueue_batch('mixed', array_fill('{}'::jsonb, ARRAY[2]), priority => %s,"
+            " run_at => now() + interval '1 hour')",
+            (priority,),
+        )
+    conn.execute("SELECT pgq.enqueue_batch('bulk', array_fill('{}'::jsonb, ARRAY[12000]))")
+    conn.execute("ANALYZE pgq._jobs")
+    status, body, _ = request(secured.url + "/partials/queues", auth=AUTH)
+    assert status == 200
+    row = re.search(r'<tr data-entrypoint="mixed">(.*?)</tr>', body, re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', row)[:2] == ["9", "6"]
+    bulk = re.search(r'<tr data-entrypoint="bulk">(.*?)</tr>', body, re.S).group(1)
+    queued = re.findall(r'<td class="num">([^<]*)</td>', bulk)[0]
+    assert queued.startswith(("≈", "> 10,000")), queued
