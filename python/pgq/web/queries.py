@@ -326,8 +326,9 @@ class Queries:
         return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
 
     def job(self, job_id: int) -> dict[str, Any] | None:
-        """A job's story: its live row (payload, headers, dependencies), every attempt in the
-        outcome log, the jobs waiting for it. None when neither holds it."""
+        """A job's story: its live row, pgq.job's document (payload, headers and dependencies,
+        kept for finished jobs too), every attempt in the outcome log, the jobs waiting for
+        it. None when neither the hot table nor the log holds it."""
         with self.pool.connection() as conn:
             live = conn.execute("SELECT * FROM pgq.jobs WHERE id = %s", (job_id,)).fetchone()
             outcomes = conn.execute(
@@ -340,10 +341,19 @@ class Queries:
                 " WHERE status = 'waiting' AND depends_on @> ARRAY[%s::bigint] ORDER BY id",
                 (job_id,),
             ).fetchall()
-            depends_on = []
-            for dep in (live or {}).get("depends_on") or []:
-                status = conn.execute("SELECT pgq.job_status(%s) AS s", (dep,)).fetchone()["s"]
-                depends_on.append({"id": dep, "status": status or "unknown"})
+            # pgq.job keeps a finished job's payload, headers and dependencies (the outcome
+            # log's terminal row), and says how each dependency ended.
+            try:
+                story = conn.execute("SELECT pgq.job(%s) AS s", (job_id,)).fetchone()["s"] or {}
+            except psycopg.errors.InsufficientPrivilege:  # a role that may read the views only
+                story = {
+                    **(live or {}),
+                    "depends_on": [{"id": d, "status": None} for d in (live or {}).get("depends_on") or []],
+                }
+            depends_on = [
+                {"id": dep["id"], "status": dep["status"] or "unknown"}
+                for dep in story.get("depends_on") or []
+            ]
         final = next((o for o in reversed(outcomes) if o["outcome"] != "failed"), None)
         return {
             "id": job_id,
@@ -354,8 +364,8 @@ class Queries:
             "final": final,
             "depends_on": depends_on,
             "dependents": dependents,
-            "payload": _pretty((live or {}).get("payload")),
-            "headers": _pretty((live or {}).get("headers")),
+            "payload": _pretty(story.get("payload")),
+            "headers": _pretty(story.get("headers")),
             "result": _pretty(final["result"]) if final and final["result"] is not None else None,
         }
 
