@@ -38,6 +38,7 @@ class Run:
     started: asyncio.Event = field(default_factory=asyncio.Event)
     # A sync handler's thread: the run keeps its slot until this is done.
     thread: asyncio.Future[Any] | None = None
+    t0: float = 0.0  # time.monotonic() when the run began
 
     @property
     def key(self) -> Key:

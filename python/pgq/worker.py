@@ -99,7 +99,7 @@ class Worker:
         self._handlers: dict[str, Handler] = {}
         self._running: dict[Key, Run] = {}  # handlers holding a slot
         self._unsettled: dict[Key, Job] = {}  # claimed, not yet completed/failed in the database
-        self._done: list[tuple[Job, Any]] = []  # finished: (job, result) to complete
+        self._done: list[tuple[Job, Any, float]] = []  # finished: (job, result, seconds) to complete
         self._signals = 0
 
     # --- registration -------------------------------------------------------------------
@@ -393,15 +393,17 @@ class Worker:
 
     async def _execute(self, run: Run) -> None:
         job = run.job
+        run.t0 = started = time.monotonic()
         try:
             result = await call_handler(run, self._executor, self._in_thread)
             if run.handler.transactional:
                 self._settled(run)  # completed in the handler's transaction
                 self.completed += 1
+                _log_outcome(job, "succeeded", time.monotonic() - started)
             elif job.cancelled and self.worker_id == job.worker_id:
                 await self._fail(run, "canceled: the handler returned after cancellation was requested")
             else:
-                self._done.append((job, check_result(result)))
+                self._done.append((job, check_result(result), time.monotonic() - started))
                 self._flush.set()
         except Timeout:
             job._cancel.set()
@@ -465,16 +467,12 @@ class Worker:
         finally:
             self._settled(run)
             self._wake.set()
-        status = rows[0]["status"] or "not held by this worker any more"
+        status = rows[0]["status"]
         last_line = error.strip().splitlines()[-1] if error.strip() else error
-        log.warning(
-            "job %d (%s) failed on attempt %d: %s -> %s",
-            job.id,
-            job.entrypoint,
-            job.attempt + 1,
-            last_line,
-            status,
+        outcome = {"queued": "failed (retried later)", "dead": "failed (dead)", "canceled": "canceled"}.get(
+            status, "failed (no longer held by this delivery)"
         )
+        _log_outcome(job, outcome, time.monotonic() - run.t0, logging.WARNING, f": {last_line}")
 
     # --- completing ---------------------------------------------------------------------
 
@@ -489,32 +487,37 @@ class Worker:
         async with self._completing:
             while self._done:
                 batch, self._done = self._done[:10000], self._done[10000:]
-                by_worker: dict[UUID, list[tuple[Job, Any]]] = {}
-                for job, result in batch:
-                    by_worker.setdefault(job.worker_id, []).append((job, result))
+                by_worker: dict[UUID, list[tuple[Job, Any, float]]] = {}
+                for entry in batch:
+                    by_worker.setdefault(entry[0].worker_id, []).append(entry)
                 for worker_id, entries in by_worker.items():
                     await self._complete(worker_id, entries)
                 self._wake.set()  # a limited entrypoint may have a free slot now
 
-    async def _complete(self, worker_id: UUID, entries: list[tuple[Job, Any]]) -> None:
-        ids = [job.id for job, _ in entries]
+    async def _complete(self, worker_id: UUID, entries: list[tuple[Job, Any, float]]) -> None:
+        ids = [job.id for job, _, _ in entries]
         results = None
-        if any(result is not None for _, result in entries):
-            results = [None if result is None else Jsonb(result) for _, result in entries]
+        if any(result is not None for _, result, _ in entries):
+            results = [None if result is None else Jsonb(result) for _, result, _ in entries]
         try:
             rows = await self._persist(
                 "complete",
                 "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[], results => %s::jsonb[],"
                 " deliveries => %s::int[]) AS id",
-                (worker_id, ids, results, [job.deliveries for job, _ in entries]),
+                (worker_id, ids, results, [job.deliveries for job, _, _ in entries]),
             )
         except _Stopping:
             log.error("jobs %s finished but could not be completed; they will run again", ids)
             return
         finally:
-            for job, _ in entries:
+            for job, _, _ in entries:
                 self._unsettled.pop((job.id, job.deliveries), None)
         self.completed += len(rows)
+        if log.isEnabledFor(logging.INFO):
+            done = {r["id"] for r in rows}
+            for job, _, seconds in entries:
+                if job.id in done:
+                    _log_outcome(job, "succeeded", seconds)
         if len(rows) < len(ids):
             lost = sorted(set(ids) - {r["id"] for r in rows})
             log.warning("jobs %s were no longer held by this delivery (re-delivered); not completed", lost)
@@ -654,3 +657,27 @@ class Worker:
                 log.info("released %d unfinished jobs", rows[0]["released"])
         except (PgqError, asyncio.TimeoutError, *_TRANSIENT) as exc:
             log.warning("could not unregister (%s); the sweep will release our jobs after the lease", exc)
+
+
+def _log_outcome(job: Job, outcome: str, seconds: float, level: int = logging.INFO, detail: str = "") -> None:
+    """One line per settled job; its fields also as record attributes (`--log-format json`)."""
+    if log.isEnabledFor(level):
+        log.log(
+            level,
+            "job %d (%s) %s on attempt %d, delivery %d, in %.3f s%s",
+            job.id,
+            job.entrypoint,
+            outcome,
+            job.attempt + 1,
+            job.deliveries,
+            seconds,
+            detail,
+            extra={
+                "job_id": job.id,
+                "entrypoint": job.entrypoint,
+                "attempt": job.attempt + 1,
+                "deliveries": job.deliveries,
+                "duration": round(seconds, 6),
+                "outcome": outcome.split(" ", 1)[0],
+            },
+        )

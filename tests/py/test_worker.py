@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -173,3 +178,40 @@ def test_transactional_handler_commits_with_the_completion(dsn: str, ledger: Pat
     assert worker.terminate() == 0
     effects = Counter(r[0] for r in execute(dsn, "SELECT job_id FROM tx_effects"))
     assert effects == {ok: 1}, "writes of the failed runs were rolled back with them"
+
+
+def test_worker_logs_every_outcome_as_json_lines(dsn: str, ledger: Path) -> None:
+    ok_id = enqueue_batch(dsn, "noop", ["{}"])[0]
+    bad_id = scalar(dsn, "SELECT pgq.enqueue('flaky', '{\"fail_times\": 9}', max_attempts => 1)")
+    log_path = ledger / "worker.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "LEDGER_DIR": str(ledger)}
+    with open(log_path, "w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pgq",
+                "worker",
+                "worker_app:worker",
+                "--dsn",
+                dsn,
+                "--log-format",
+                "json",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: outcome_count(dsn) == 1 and outcome_count(dsn, "failed") == 1, 30, "both jobs")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    lines = [json.loads(line) for line in log_path.read_text().splitlines()]
+    jobs = {line["job_id"]: line for line in lines if "job_id" in line}
+    assert jobs[ok_id]["outcome"] == "succeeded" and jobs[ok_id]["level"] == "INFO"
+    assert (
+        jobs[ok_id]["entrypoint"] == "noop" and jobs[ok_id]["attempt"] == 1 and jobs[ok_id]["duration"] >= 0
+    )
+    assert jobs[bad_id]["outcome"] == "failed" and jobs[bad_id]["level"] == "WARNING"
+    assert "dead" in jobs[bad_id]["message"]

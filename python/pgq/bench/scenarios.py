@@ -56,6 +56,7 @@ def worker_argv(dsn: str, concurrency: int, batch_size: int) -> list[str]:
     return [
         *(sys.executable, "-m", "pgq", "worker", "pgq.bench.app:worker", "--dsn", dsn),
         *("--concurrency", str(concurrency), "--batch-size", str(batch_size)),
+        *("--log-level", "warning"),  # a line per job would be measured too
     ]
 
 

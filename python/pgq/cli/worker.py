@@ -11,6 +11,7 @@ import click
 
 from ..dsn import resolve_dsn
 from ..worker import Worker
+from . import logs
 from .output import handle_errors
 
 
@@ -42,9 +43,33 @@ def load_worker(spec: str) -> Worker:
 )
 @click.option("--concurrency", type=click.IntRange(min=1), help="Handlers running at once.")
 @click.option("--batch-size", type=click.IntRange(1, 10000), help="Jobs claimed per round trip.")
+@click.option(
+    "--grace-period", type=click.FloatRange(min=0), help="Seconds running jobs get to finish after SIGTERM."
+)
+@click.option(
+    "--poll-interval", type=click.FloatRange(min=0.01), help="Seconds between polls when no NOTIFY comes."
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="info logs every job's outcome; warning only failures.",
+)
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines."
+)
 @handle_errors
 def worker_command(
-    spec: str, dsn: str | None, listen_dsn: str | None, concurrency: int | None, batch_size: int | None
+    spec: str,
+    dsn: str | None,
+    listen_dsn: str | None,
+    concurrency: int | None,
+    batch_size: int | None,
+    grace_period: float | None,
+    poll_interval: float | None,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Run the pgq.Worker at MODULE:ATTR until SIGTERM or SIGINT (then exit 0)."""
     worker = load_worker(spec)
@@ -56,7 +81,11 @@ def worker_command(
         worker.concurrency = concurrency
     if batch_size:
         worker.batch_size = batch_size
-    logging.getLogger("pgq").setLevel(logging.INFO)
+    if grace_period is not None:
+        worker.grace_period = grace_period
+    if poll_interval is not None:
+        worker.poll_interval = poll_interval
+    logs.configure(log_level, log_format)
     worker.run()
     logging.shutdown()
     # A sync handler still running past the grace period cannot be interrupted; its job was
