@@ -12,6 +12,10 @@ ALTER TABLE pgq._jobs ADD COLUMN lost integer NOT NULL DEFAULT 0;
 -- dependencies until the producer committed.
 ALTER TABLE pgq._jobs DROP COLUMN has_dependents;
 
+-- Dead jobs by entrypoint: listing and counting them (pgq.retry of all dead jobs, the
+-- dashboard) without a scan of the hot table; only dead rows are in it.
+CREATE INDEX _jobs_dead_idx ON pgq._jobs (entrypoint, id) WHERE status = 'dead';
+
 -- lease: the lease in force at the worker's last heartbeat; it paces its beats by it, so
 -- a shorter lease applies to the worker only from its next beat on.
 ALTER TABLE pgq._workers ADD COLUMN lease interval;

@@ -85,6 +85,10 @@ CREATE INDEX _jobs_cancel_idx ON pgq._jobs (worker_id) WHERE cancel_requested;
 CREATE UNIQUE INDEX _jobs_dedupe_idx ON pgq._jobs (entrypoint, dedupe_key)
 WHERE dedupe_key IS NOT NULL AND status <> 'dead';
 
+-- Dead jobs by entrypoint: listing and counting them (pgq.retry of all dead jobs, the
+-- dashboard) without a scan of the hot table; only dead rows are in it.
+CREATE INDEX _jobs_dead_idx ON pgq._jobs (entrypoint, id) WHERE status = 'dead';
+
 -- Waiting jobs by the jobs they wait for.
 CREATE INDEX _jobs_waiting_idx ON pgq._jobs USING gin (depends_on) WHERE status = 'waiting';
 
