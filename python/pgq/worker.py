@@ -100,6 +100,8 @@ class Worker:
         self._running: dict[Key, Run] = {}  # handlers holding a slot
         self._unsettled: dict[Key, Job] = {}  # claimed, not yet completed/failed in the database
         self._done: list[tuple[Job, Any, float]] = []  # finished: (job, result, seconds) to complete
+        # Called with (job, outcome, seconds) for every settled job: metrics exporters.
+        self.observers: list[Callable[[Job, str, float], None]] = []
         self._signals = 0
 
     # --- registration -------------------------------------------------------------------
@@ -126,6 +128,11 @@ class Worker:
     @property
     def entrypoints(self) -> list[str]:
         return sorted(self._handlers)
+
+    @property
+    def busy(self) -> int:
+        """Handlers holding a slot now (a sync one past its timeout included)."""
+        return len(self._running)
 
     # --- running ------------------------------------------------------------------------
 
@@ -399,7 +406,7 @@ class Worker:
             if run.handler.transactional:
                 self._settled(run)  # completed in the handler's transaction
                 self.completed += 1
-                _log_outcome(job, "succeeded", time.monotonic() - started)
+                self._outcome(job, "succeeded", time.monotonic() - started)
             elif job.cancelled and self.worker_id == job.worker_id:
                 await self._fail(run, "canceled: the handler returned after cancellation was requested")
             else:
@@ -472,7 +479,7 @@ class Worker:
         outcome = {"queued": "failed (retried later)", "dead": "failed (dead)", "canceled": "canceled"}.get(
             status, "failed (no longer held by this delivery)"
         )
-        _log_outcome(job, outcome, time.monotonic() - run.t0, logging.WARNING, f": {last_line}")
+        self._outcome(job, outcome, time.monotonic() - run.t0, logging.WARNING, f": {last_line}")
 
     # --- completing ---------------------------------------------------------------------
 
@@ -513,11 +520,11 @@ class Worker:
             for job, _, _ in entries:
                 self._unsettled.pop((job.id, job.deliveries), None)
         self.completed += len(rows)
-        if log.isEnabledFor(logging.INFO):
+        if self.observers or log.isEnabledFor(logging.INFO):
             done = {r["id"] for r in rows}
             for job, _, seconds in entries:
                 if job.id in done:
-                    _log_outcome(job, "succeeded", seconds)
+                    self._outcome(job, "succeeded", seconds)
         if len(rows) < len(ids):
             lost = sorted(set(ids) - {r["id"] for r in rows})
             log.warning("jobs %s were no longer held by this delivery (re-delivered); not completed", lost)
@@ -658,10 +665,15 @@ class Worker:
         except (PgqError, asyncio.TimeoutError, *_TRANSIENT) as exc:
             log.warning("could not unregister (%s); the sweep will release our jobs after the lease", exc)
 
-
-def _log_outcome(job: Job, outcome: str, seconds: float, level: int = logging.INFO, detail: str = "") -> None:
-    """One line per settled job; its fields also as record attributes (`--log-format json`)."""
-    if log.isEnabledFor(level):
+    def _outcome(
+        self, job: Job, outcome: str, seconds: float, level: int = logging.INFO, detail: str = ""
+    ) -> None:
+        """A settled job: told to the observers, and logged (its fields also as record
+        attributes, for `--log-format json`)."""
+        for observe in self.observers:
+            observe(job, outcome.split(" ", 1)[0], seconds)
+        if not log.isEnabledFor(level):
+            return
         log.log(
             level,
             "job %d (%s) %s on attempt %d, delivery %d, in %.3f s%s",

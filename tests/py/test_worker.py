@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,3 +217,60 @@ def test_worker_logs_every_outcome_as_json_lines(dsn: str, ledger: Path) -> None
     )
     assert jobs[bad_id]["outcome"] == "failed" and jobs[bad_id]["level"] == "WARNING"
     assert "dead" in jobs[bad_id]["message"]
+
+
+def test_worker_serves_its_own_prometheus_metrics(dsn: str, ledger: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    enqueue_batch(dsn, "noop", ["{}"] * 5)
+    scalar(dsn, "SELECT pgq.enqueue('flaky', '{\"fail_times\": 9}', max_attempts => 1)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "LEDGER_DIR": str(ledger)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgq",
+            "worker",
+            "worker_app:worker",
+            "--dsn",
+            dsn,
+            "--metrics-port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: outcome_count(dsn) == 5 and outcome_count(dsn, "failed") == 1, 30, "the jobs")
+
+        def samples() -> dict[tuple[str, tuple], float]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            return {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+            }
+
+        got = wait_until(
+            lambda: (
+                (s := samples()).get(
+                    ("pgq_worker_jobs_total", (("entrypoint", "noop"), ("outcome", "succeeded")))
+                )
+                == 5
+                and s
+            ),
+            10,
+            "the counters",
+        )
+        assert got[("pgq_worker_jobs_total", (("entrypoint", "flaky"), ("outcome", "failed")))] == 1
+        assert got[("pgq_worker_handler_seconds_count", (("entrypoint", "noop"),))] == 5
+        assert got[("pgq_worker_slots", ())] == 20
+        assert got[("pgq_worker_busy_slots", ())] == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0

@@ -36,7 +36,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (PgqError, psycopg.Error, ValueError, TimeoutError, FileNotFoundError) as exc:
+        except (PgqError, psycopg.Error, ValueError, TimeoutError, FileNotFoundError, RuntimeError) as exc:
             if click.get_current_context().find_root().params.get("debug"):
                 raise
             click.echo(f"error: {one_line(exc)}", err=True)

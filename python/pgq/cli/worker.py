@@ -11,7 +11,7 @@ import click
 
 from ..dsn import resolve_dsn
 from ..worker import Worker
-from . import logs
+from . import logs, worker_metrics
 from .output import handle_errors
 
 
@@ -59,6 +59,11 @@ def load_worker(spec: str) -> Worker:
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines."
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve the worker's Prometheus metrics on this port (pgq_worker_*).",
+)
 @handle_errors
 def worker_command(
     spec: str,
@@ -70,6 +75,7 @@ def worker_command(
     poll_interval: float | None,
     log_level: str,
     log_format: str,
+    metrics_port: int | None,
 ) -> None:
     """Run the pgq.Worker at MODULE:ATTR until SIGTERM or SIGINT (then exit 0)."""
     worker = load_worker(spec)
@@ -86,6 +92,8 @@ def worker_command(
     if poll_interval is not None:
         worker.poll_interval = poll_interval
     logs.configure(log_level, log_format)
+    if metrics_port:
+        worker_metrics.serve(worker, metrics_port)
     worker.run()
     logging.shutdown()
     # A sync handler still running past the grace period cannot be interrupted; its job was
