@@ -8,6 +8,7 @@ re-registration) while its first run still executes, so nothing is keyed by job 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import sys
 from collections.abc import Callable
@@ -94,7 +95,8 @@ async def call_handler(
         except asyncio.TimeoutError:
             raise Timeout() from None
     loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(executor, _started, run, loop, in_thread)
+    # The thread runs in this task's context, so the job's span (pgq.tracing) is current there.
+    future = loop.run_in_executor(executor, contextvars.copy_context().run, _started, run, loop, in_thread)
     run.thread = future
     await run.started.wait()
     try:

@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from . import tracing
 from .errors import InvalidArgument, SchemaError, UnknownJob, translate
 from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
@@ -158,7 +159,7 @@ def enqueue(
         "priority": priority,
         "run_at": run_at_value,
         "dedupe_key": dedupe_key,
-        "headers": _json(headers),
+        "headers": _json(tracing.inject(headers)),
         "max_attempts": max_attempts,
         "depends_on": None if depends_on is None else _ids("depends_on", depends_on),
     }

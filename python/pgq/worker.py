@@ -36,6 +36,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from . import tracing
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from .dsn import resolve_dsn
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
@@ -50,6 +51,8 @@ _TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlT
 _FINAL_FLUSH = 5.0
 # How often a worker runs pgq.sweep (pruning when pg_cron is absent) beside its heartbeats.
 _SWEEP_EVERY = 60.0
+# A handler runs in a consumer span when OpenTelemetry is installed (pgq.tracing).
+_NO_SPAN = contextlib.nullcontext()
 # The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
 _CLAIM_WAIT = 2.0
 
@@ -402,7 +405,8 @@ class Worker:
         job = run.job
         run.t0 = started = time.monotonic()
         try:
-            result = await call_handler(run, self._executor, self._in_thread)
+            with tracing.job_span(job) if tracing.trace is not None else _NO_SPAN:
+                result = await call_handler(run, self._executor, self._in_thread)
             if run.handler.transactional:
                 self._settled(run)  # completed in the handler's transaction
                 self.completed += 1
