@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .job import Job
@@ -36,9 +36,10 @@ class Run:
     job: Job
     handler: Handler
     task: asyncio.Task[None] | None = None
-    started: asyncio.Event = field(default_factory=asyncio.Event)
-    # A sync handler's thread: the run keeps its slot until this is done.
+    # A sync handler's thread, and whether it has started: the run keeps its slot until
+    # the thread is done, and its timeout counts from the start.
     thread: asyncio.Future[Any] | None = None
+    started: asyncio.Event | None = None
     t0: float = 0.0  # time.monotonic() when the run began
 
     @property
@@ -89,16 +90,16 @@ async def call_handler(
     job, handler = run.job, run.handler
     timeout = job.timeout.total_seconds()
     if handler.is_async:
-        run.started.set()
         try:
             return await within(handler.fn(job), timeout)
         except asyncio.TimeoutError:
             raise Timeout() from None
     loop = asyncio.get_running_loop()
+    run.started = started = asyncio.Event()
     # The thread runs in this task's context, so the job's span (pgq.tracing) is current there.
     future = loop.run_in_executor(executor, contextvars.copy_context().run, _started, run, loop, in_thread)
     run.thread = future
-    await run.started.wait()
+    await started.wait()
     try:
         return await asyncio.wait_for(asyncio.shield(future), timeout)
     except asyncio.TimeoutError:
@@ -106,5 +107,6 @@ async def call_handler(
 
 
 def _started(run: Run, loop: asyncio.AbstractEventLoop, in_thread: Callable[[Run], Any]) -> Any:
+    assert run.started is not None
     loop.call_soon_threadsafe(run.started.set)
     return in_thread(run)
