@@ -55,3 +55,116 @@ def test_install_also_repairs_it(fresh_db: str) -> None:
     with psycopg.connect(fresh_db, autocommit=True) as c:
         worker = c.execute("SELECT pgq.register_worker('w', ARRAY['e'])").fetchone()[0]
         assert c.execute("SELECT pgq.unregister_worker(%s)", (worker,)).fetchone()[0] == 0
+
+
+# --- the ladder: 0.1.0 -> current ---------------------------------------------------------------
+
+PSQL = "/usr/lib/postgresql/15/bin/psql"
+# The 0.1.0 worker's calls, as python/pgq/worker.py of 0.1.0 made them.
+OLD_REGISTER = "SELECT pgq.register_worker(name => %s::text, entrypoints => %s::text[]) AS id"
+OLD_CLAIM = (
+    "SELECT * FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::integer)"
+)
+OLD_HEARTBEAT = "SELECT pgq.heartbeat(worker_id => %s::uuid) AS id"
+OLD_COMPLETE = "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[])"
+OLD_FAIL = "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text) AS status"
+
+
+def restore(dsn: str, fixture: Path) -> None:
+    done = subprocess.run(
+        [PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", str(fixture)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def status(c: psycopg.Connection, job: int) -> str | None:
+    return c.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("pgq-*.sql")), ids=lambda p: p.stem)
+def test_upgrade_ladder(make_db, fixture: Path) -> None:  # noqa: F811
+    old, fresh = make_db(), make_db()
+    migrate.install(fresh, cron=False)  # the reference, and the roles the fixture's grants name
+    restore(old, fixture)
+    with psycopg.connect(old, autocommit=True) as c, psycopg.connect(old, autocommit=True) as w:
+        version_before = migrate.installed_version(c)
+        assert version_before is not None
+        # A live 0.1 install: today's partitions exist, settings, a schedule, jobs in every state.
+        c.execute("SELECT pgq._ensure_partitions()")
+        c.execute("SELECT pgq.configure('ladder', max_attempts => 3, lease => '10 minutes')")
+        c.execute("SELECT pgq.configure('ladder_dead', max_attempts => 1)")
+        c.execute("SELECT pgq.schedule('ladder-minutely', '* * * * *', 'ladder', '{\"from\": \"schedule\"}')")
+        first = c.execute("SELECT pgq.enqueue('ladder', '{\"n\": 1}')").fetchone()[0]
+        queued = c.execute("SELECT pgq.enqueue('ladder', '{\"n\": 2}')").fetchone()[0]
+        later = c.execute(
+            "SELECT pgq.enqueue('ladder', '{\"n\": 3}', run_at => now() + interval '1 day')"
+        ).fetchone()[0]
+        doomed = c.execute("SELECT pgq.enqueue('ladder_dead', '{\"n\": 4}')").fetchone()[0]
+        done_job = c.execute("SELECT pgq.enqueue('ladder_done', '{\"n\": 5}')").fetchone()[0]
+
+        # The old worker: claims `first` and keeps its session open across the upgrade.
+        old_worker = w.execute(
+            OLD_REGISTER, ("old-0.1", ["ladder", "ladder_dead", "ladder_done"])
+        ).fetchone()[0]
+        claimed = [r[0] for r in w.execute(OLD_CLAIM, (old_worker, ["ladder"], 1)).fetchall()]
+        assert claimed == [first]
+        waiting = c.execute(
+            "SELECT pgq.enqueue('ladder', '{\"n\": 6}', depends_on => ARRAY[%s]::bigint[])", (first,)
+        ).fetchone()[0]
+        assert [r[0] for r in w.execute(OLD_CLAIM, (old_worker, ["ladder_dead"], 1)).fetchall()] == [doomed]
+        assert w.execute(OLD_FAIL, (old_worker, doomed, "boom")).fetchone()[0] == "dead"
+        assert [r[0] for r in w.execute(OLD_CLAIM, (old_worker, ["ladder_done"], 1)).fetchall()] == [done_job]
+        assert w.execute(OLD_COMPLETE, (old_worker, [done_job])).fetchall() == [(done_job,)]
+        before = {j: status(c, j) for j in (first, queued, later, doomed, done_job, waiting)}
+        assert before == {
+            first: "running",
+            queued: "queued",
+            later: "queued",
+            doomed: "dead",
+            done_job: "succeeded",
+            waiting: "waiting",
+        }
+
+        done = migrate.upgrade(old, cron=False)
+        assert done[-1].startswith("pgq schema is at version"), done
+
+        # Exactly the current schema, functions, grants and owners included.
+        upgraded, reference = schema_dump(old), schema_dump(fresh)
+        assert_real_dump(upgraded)
+        assert upgraded == reference, schema_diff(reference, upgraded)
+        assert c.execute("SELECT pgq.version()").fetchone()[0] == pgq.__version__
+
+        # Nothing was lost; the old worker's session still holds, heartbeats and completes.
+        assert {j: status(c, j) for j in before} == before
+        assert c.execute(
+            "SELECT run_at > now() + interval '23 hours' FROM pgq._jobs WHERE id = %s", (later,)
+        ).fetchone()[0]
+        assert c.execute("SELECT max_attempts FROM pgq.queues WHERE entrypoint = 'ladder'").fetchone()[0] == 3
+        assert w.execute(OLD_HEARTBEAT, (old_worker,)).fetchall() == []
+        assert w.execute(OLD_COMPLETE, (old_worker, [first])).fetchall() == [(first,)]
+        assert status(c, waiting) == "queued", "completing its dependency releases the waiting job"
+
+        # Everything drains with the current code: dead retried, the later job due, the schedule fired.
+        assert c.execute("SELECT pgq.retry(ARRAY[%s]::bigint[])", (doomed,)).fetchone()[0] == 1
+        c.execute("UPDATE pgq._jobs SET run_at = now() WHERE id = %s", (later,))
+        assert c.execute("SELECT pgq.run_schedules(now() + interval '2 minutes')").fetchone()[0] == 1
+        worker = c.execute("SELECT pgq.register_worker('new', ARRAY['ladder', 'ladder_dead'])").fetchone()[0]
+        for _ in range(20):
+            ids = [
+                r[0]
+                for r in c.execute(
+                    "SELECT id FROM pgq.claim(%s, ARRAY['ladder', 'ladder_dead'], 100)", (worker,)
+                )
+            ]
+            if not ids:
+                break
+            assert sorted(r[0] for r in c.execute("SELECT pgq.complete(%s, %s)", (worker, ids))) == sorted(
+                ids
+            )
+        assert c.execute("SELECT count(*) FROM pgq._jobs").fetchone()[0] == 0
+        succeeded = c.execute("SELECT count(*) FROM pgq._outcomes WHERE outcome = 'succeeded'").fetchone()[0]
+        assert succeeded == 7  # first, queued, later, doomed, done_job, waiting, the scheduled one
+        w.execute("SELECT pgq.unregister_worker(%s)", (old_worker,))
