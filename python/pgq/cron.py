@@ -113,8 +113,7 @@ def inspect(conn: psycopg.Connection, dsn: str) -> CronPlan:
                     f" {cron_db!r}; run CREATE EXTENSION pg_cron there, then `pgq install` again",
                 )
             allowed = cron.execute(
-                "SELECT has_schema_privilege('cron', 'USAGE')"
-                " AND has_function_privilege(%s, 'EXECUTE')",
+                "SELECT has_schema_privilege('cron', 'USAGE') AND has_function_privilege(%s, 'EXECUTE')",
                 (SCHEDULE_IN_DATABASE,),
             ).fetchone()[0]
             role = conn.execute("SELECT current_user").fetchone()[0]

@@ -111,7 +111,9 @@ def _apply_code(conn: psycopg.Connection) -> None:
         conn.execute(path.read_text().replace("@PGQ_VERSION@", __version__))
 
 
-def _prepare(conn: psycopg.Connection, dsn: str, want_cron: bool) -> tuple[int | None, pgcron.CronPlan | None]:
+def _prepare(
+    conn: psycopg.Connection, dsn: str, want_cron: bool
+) -> tuple[int | None, pgcron.CronPlan | None]:
     """Everything read before a change: the installed version, the rights, pg_cron."""
     version = installed_version(conn)
     if version is not None:
