@@ -214,7 +214,7 @@ def test_install_twice_is_idempotent_and_keeps_jobs(fresh_db: str) -> None:
         assert c.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "queued"
         assert c.execute("SELECT count(*) FROM pgq._migrations").fetchone()[0] == latest
     # upgrade on an up-to-date database is the same no-op
-    migrate.upgrade(fresh_db)
+    migrate.upgrade(fresh_db, cron=False)
     assert schema_dump(fresh_db) == first
 
 
@@ -238,7 +238,7 @@ def test_uninstall_then_install_again(fresh_db: str) -> None:
 
 def test_upgrade_refuses_a_database_without_pgq(fresh_db: str) -> None:
     with pytest.raises(pgq.SchemaError, match="not installed"):
-        migrate.upgrade(fresh_db)
+        migrate.upgrade(fresh_db, cron=False)
 
 
 def test_concurrent_installs_serialise(fresh_db: str) -> None:
@@ -365,7 +365,7 @@ def test_foreign_pgq_schema_is_refused_and_left_untouched(
     with pytest.raises(pgq.SchemaError, match="did not create"):
         migrate.install(fresh_db, cron=True)
     with pytest.raises(pgq.SchemaError, match="did not create"):
-        migrate.upgrade(fresh_db)
+        migrate.upgrade(fresh_db, cron=False)
     with pytest.raises(pgq.SchemaError, match="did not create"):
         migrate.uninstall(fresh_db)
     with pytest.raises(pgq.SchemaError):
@@ -391,7 +391,7 @@ def test_database_newer_than_the_code_is_refused(fresh_db: str) -> None:
     before = schema_dump(fresh_db)
 
     with pytest.raises(pgq.SchemaError, match=f"version {latest + 1}"):
-        migrate.upgrade(fresh_db)
+        migrate.upgrade(fresh_db, cron=False)
     with pytest.raises(pgq.SchemaError, match="newer"):
         migrate.install(fresh_db, cron=False)
 
