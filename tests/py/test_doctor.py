@@ -143,16 +143,19 @@ def test_a_failing_sweep(installed: str) -> None:
     job = cron.job_name("reap", name)
     sql(
         ADMIN_DSN,
-        "INSERT INTO cron.job_run_details (jobid, runid, database, username, command, status, return_message,"
-        " start_time, end_time) SELECT jobid, nextval('cron.runid_seq'), database, username, command, 'failed',"
-        f" 'ERROR: function pgq._release(uuid[]) is not unique', now(), now() FROM cron.job WHERE jobname = '{job}'",
+        "INSERT INTO cron.job_run_details (jobid, runid, database, username, command, status,"
+        " return_message, start_time, end_time)"
+        " SELECT jobid, nextval('cron.runid_seq'), database, username, command, 'failed',"
+        " 'ERROR: function pgq._release(uuid[]) is not unique', now(), now()"
+        f" FROM cron.job WHERE jobname = '{job}'",
     )
     try:
         assert "is not unique" in only(installed, "sweeps")
     finally:
         sql(
             ADMIN_DSN,
-            f"DELETE FROM cron.job_run_details WHERE jobid IN (SELECT jobid FROM cron.job WHERE jobname = '{job}')",
+            "DELETE FROM cron.job_run_details"
+            f" WHERE jobid IN (SELECT jobid FROM cron.job WHERE jobname = '{job}')",
         )
 
 

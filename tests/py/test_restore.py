@@ -22,7 +22,10 @@ PG_RESTORE = str(Path(PG_DUMP).with_name("pg_restore"))
 SAVED = "_saved_for_restore_test"
 
 
-def test_restore_into_a_cluster_without_the_roles_then_install_repairs_it(make_db, tmp_path: Path) -> None:
+def test_restore_into_a_cluster_without_the_roles_then_install_repairs_it(
+    make_db,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     source, target = make_db(), make_db()
     migrate.install(source, cron=False)
     with psycopg.connect(source, autocommit=True) as c:
