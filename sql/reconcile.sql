@@ -6,7 +6,8 @@
 --    depends on a stale object, the DROP fails and the whole install rolls back.
 -- 2. Schema pgq and everything in it is handed to the NOLOGIN role pgq_owner.
 -- "Created by this transaction" is read from the catalog row's xmin: CREATE OR REPLACE
--- rewrites the row even when the definition is unchanged.
+-- rewrites the row even when the definition is unchanged. A trigger that the code keeps
+-- without re-creating it (that would lock its table) is marked by re-writing its comment.
 DO $$
 DECLARE
     v_xid xid := pg_catalog.pg_current_xact_id()::xid;
@@ -17,6 +18,10 @@ BEGIN
         FROM pg_catalog.pg_trigger AS t
         INNER JOIN pg_catalog.pg_class AS c ON t.tgrelid = c.oid
         WHERE c.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal AND NOT t.xmin = v_xid
+          AND NOT EXISTS (
+              SELECT 1 FROM pg_catalog.pg_description AS d
+              WHERE d.classoid = 'pg_trigger'::regclass AND d.objoid = t.oid AND d.xmin = v_xid
+          )
     LOOP
         EXECUTE v_stmt;
     END LOOP;

@@ -34,3 +34,8 @@ BEGIN
     END IF;
 END
 $$;
+-- Its comment is written on every install and upgrade: that marks the trigger as defined by
+-- this code for sql/reconcile.sql (which drops the triggers the code no longer defines)
+-- without the table lock that re-creating it would take.
+COMMENT ON TRIGGER _jobs_check_waiting ON pgq._jobs IS
+'Checks a new waiting job''s dependencies again at its producer''s commit (pgq._check_waiting).';

@@ -73,7 +73,9 @@ def check_version(conn: psycopg.Connection, limits: Limits) -> Found:
     return found
 
 
-_DEFINED = re.compile(r"CREATE\s+OR\s+REPLACE\s+(FUNCTION|VIEW|TRIGGER)\s+(?:pgq\.)?(\w+)", re.IGNORECASE)
+_DEFINED = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:CONSTRAINT\s+)?(FUNCTION|VIEW|TRIGGER)\s+(?:pgq\.)?(\w+)", re.IGNORECASE
+)
 
 
 def check_stale_objects(conn: psycopg.Connection, limits: Limits) -> Found:

@@ -168,3 +168,26 @@ def test_upgrade_ladder(make_db, fixture: Path) -> None:  # noqa: F811
         succeeded = c.execute("SELECT count(*) FROM pgq._outcomes WHERE outcome = 'succeeded'").fetchone()[0]
         assert succeeded == 7  # first, queued, later, doomed, done_job, waiting, the scheduled one
         w.execute("SELECT pgq.unregister_worker(%s)", (old_worker,))
+
+
+def test_stale_views_functions_and_triggers_go_the_codes_trigger_stays(fresh_db: str) -> None:
+    migrate.install(fresh_db, cron=False)
+    expected = schema_dump(fresh_db)
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute(
+            "CREATE FUNCTION pgq.old_helper() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'"
+        )
+        c.execute(
+            "CREATE TRIGGER old_trigger BEFORE UPDATE ON pgq._jobs FOR EACH ROW EXECUTE FUNCTION pgq.old_helper()"
+        )
+        c.execute("CREATE VIEW pgq.old_view AS SELECT 1 AS x")
+        c.execute("GRANT EXECUTE ON FUNCTION pgq.cancel(bigint[]) TO PUBLIC")
+        c.execute("GRANT SELECT ON pgq.jobs TO pgq_producer")
+    for _ in range(2):  # the second upgrade must keep the code's own trigger too
+        migrate.upgrade(fresh_db, cron=False)
+        assert schema_dump(fresh_db) == expected
+    with psycopg.connect(fresh_db) as c:
+        triggers = c.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = 'pgq._jobs'::regclass AND NOT tgisinternal"
+        ).fetchall()
+    assert triggers == [("_jobs_check_waiting",)]
