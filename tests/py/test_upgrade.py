@@ -178,7 +178,8 @@ def test_stale_views_functions_and_triggers_go_the_codes_trigger_stays(fresh_db:
             "CREATE FUNCTION pgq.old_helper() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'"
         )
         c.execute(
-            "CREATE TRIGGER old_trigger BEFORE UPDATE ON pgq._jobs FOR EACH ROW EXECUTE FUNCTION pgq.old_helper()"
+            "CREATE TRIGGER old_trigger BEFORE UPDATE ON pgq._jobs"
+            " FOR EACH ROW EXECUTE FUNCTION pgq.old_helper()"
         )
         c.execute("CREATE VIEW pgq.old_view AS SELECT 1 AS x")
         c.execute("GRANT EXECUTE ON FUNCTION pgq.cancel(bigint[]) TO PUBLIC")
