@@ -1,5 +1,43 @@
--- Privileges, re-applied on every install and upgrade. Nothing is granted to PUBLIC;
--- internal tables and helpers are reachable only through the SECURITY DEFINER functions.
+-- Privileges, re-applied on every install and upgrade (after sql/reconcile.sql made
+-- pgq_owner the owner of everything). Nothing is granted to PUBLIC; internal tables and
+-- helpers are reachable only through the SECURITY DEFINER functions.
+-- First every privilege on schema pgq and its objects is taken from every role but the
+-- owner (grants made by hand or by an earlier version, or PUBLIC's EXECUTE after a
+-- restore without the roles); then exactly the grants below are made.
+DO $$
+DECLARE
+    v_stmt text;
+BEGIN
+    FOR v_stmt IN
+        SELECT DISTINCT format(
+            'REVOKE ALL ON %s FROM %s', a.target,
+            CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END
+        )
+        FROM (
+            SELECT 'SCHEMA pgq' AS target, (pg_catalog.aclexplode(n.nspacl)).grantee, n.nspowner AS owner
+            FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pgq'
+            UNION ALL
+            SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END || format('pgq.%I', c.relname),
+                   (pg_catalog.aclexplode(c.relacl)).grantee, c.relowner
+            FROM pg_catalog.pg_class AS c
+            WHERE c.relnamespace = 'pgq'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+            UNION ALL
+            SELECT format(
+                       '%s pgq.%I(%s)',
+                       CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END,
+                       p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)
+                   ),
+                   (pg_catalog.aclexplode(p.proacl)).grantee, p.proowner
+            FROM pg_catalog.pg_proc AS p
+            WHERE p.pronamespace = 'pgq'::regnamespace AND p.prokind IN ('f', 'p')
+        ) AS a
+        WHERE a.grantee <> a.owner
+    LOOP
+        EXECUTE v_stmt;
+    END LOOP;
+END
+$$;
+
 REVOKE ALL ON SCHEMA pgq FROM public;
 REVOKE ALL ON ALL TABLES IN SCHEMA pgq FROM public;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA pgq FROM public;
@@ -43,9 +81,12 @@ pgq.configure(text, integer, interval, interval, interval, interval, integer, nu
 pgq.schedule(text, text, text, jsonb),
 pgq.unschedule(text),
 pgq.run_schedules(timestamptz),
-pgq.prune(),
-pgq.stats(interval)
+pgq.prune()
 TO pgq_admin;
+
+-- Monitoring: `pgq status` works for workers and admins.
+GRANT EXECUTE ON FUNCTION pgq.stats(interval) TO pgq_worker, pgq_admin;
+GRANT EXECUTE ON FUNCTION pgq.version() TO pgq_producer, pgq_worker, pgq_admin;
 
 -- The views call pgq._defaults(), a constant: their readers need to execute it.
 GRANT EXECUTE ON FUNCTION pgq._defaults() TO pgq_producer, pgq_worker, pgq_admin;

@@ -34,3 +34,12 @@ BEGIN
     END IF;
 END
 $$;
+-- Their comments are written on every install and upgrade: that marks the triggers as
+-- defined by this code for sql/reconcile.sql (which drops the triggers the code no longer
+-- defines) without the table lock that re-creating them would take.
+COMMENT ON TRIGGER _jobs_check_waiting ON pgq._jobs IS
+'Checks a new waiting job''s dependencies again at its producer''s commit (pgq._check_waiting).';
+COMMENT ON TRIGGER _jobs_finished_trg ON pgq._jobs IS
+'Tells the watchers of a job that it finished (pgq._notify_finished).';
+COMMENT ON TRIGGER _jobs_dead_trg ON pgq._jobs IS
+'Tells the watchers of a job that it died (pgq._notify_finished).';

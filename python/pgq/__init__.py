@@ -4,6 +4,7 @@ Delivery is at-least-once: a job whose worker crashes is delivered again, so han
 be idempotent.
 """
 
+from ._version import __version__
 from .async_client import AsyncClient
 from .client import Client
 from .errors import (
@@ -43,5 +44,5 @@ __all__ = [
     "WorkerGone",
     "WorkerRow",
     "WrongIsolation",
+    "__version__",
 ]
-__version__ = "0.1.0"

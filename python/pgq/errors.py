@@ -50,6 +50,12 @@ class WrongIsolation(PgqError):
     sqlstate = "PQ007"
 
 
+class WorkerOfAnotherRole(PgqError):
+    """PQ010: the worker id was registered by another login role (only it and pgq_admin may use it)."""
+
+    sqlstate = "PQ010"
+
+
 class UnknownJob(PgqError, LookupError):
     """A job id that pgq does not know: never enqueued, or finished and pruned from the log."""
 
@@ -60,7 +66,15 @@ class SchemaError(PgqError):
 
 _BY_SQLSTATE = {
     cls.sqlstate: cls
-    for cls in (InvalidArgument, UnknownWorker, WorkerGone, PayloadTooLarge, InvalidCron, WrongIsolation)
+    for cls in (
+        InvalidArgument,
+        UnknownWorker,
+        WorkerGone,
+        PayloadTooLarge,
+        InvalidCron,
+        WrongIsolation,
+        WorkerOfAnotherRole,
+    )
 }
 
 

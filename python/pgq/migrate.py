@@ -1,46 +1,42 @@
 """Install, upgrade and uninstall the pgq schema.
 
-Tables change only through numbered migrations (migrations/NNNN_name.sql), each applied in
-its own transaction and recorded in pgq._migrations. Functions, views and grants are code:
-they are re-applied from sql/ (CREATE OR REPLACE) after the migrations, on every install
-and upgrade. A fresh install runs sql/schema/ (the current tables) instead of replaying the
-migrations; tests/py/test_migrations.py proves both paths give the same schema.
-Every entry point holds a session advisory lock, so concurrent installs do not interleave.
+Tables change only through numbered migrations (migrations/NNNN_name.sql), recorded in
+pgq._migrations. Roles, functions, views, triggers and grants are code: on every install
+and upgrade they are re-applied from sql/, and whatever an earlier version left in schema
+pgq that the code no longer defines is dropped (sql/reconcile.sql), so the database ends
+exactly at the current schema. A fresh install runs sql/schema/ (the current tables)
+instead of replaying the migrations; tests/py/test_migrations.py proves both paths give the
+same schema.
+
+An install or upgrade is one transaction: the pending migrations and the code commit
+together or not at all. The rights it needs are checked before anything changes. Every
+entry point holds a session advisory lock, so concurrent installs do not interleave. The
+pg_cron sweeps (pgq.cron) are scheduled after the commit; they are idempotent.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
+from . import cron as pgcron
+from ._version import __version__
+from .cron import CRON_JOBS, CRON_LOG_JOB
+from .cron import job_name as _job_name
 from .errors import SchemaError
 from .resources import Migration, code_files, migrations, schema_files
+
+__all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "upgrade"]
 
 log = logging.getLogger("pgq.migrate")
 
 # 'pgq' in ASCII, then 0 for schema changes (the sweep uses 1).
 _LOCK = (7366513, 0)
 _MARK = "pgq-sql job queue"
-
-# The periodic sweeps pg_cron runs in a queue database: (name, schedule, command).
-CRON_JOBS = [
-    ("reap", "* * * * *", "SELECT pgq.reap()"),
-    ("run-schedules", "* * * * *", "SELECT pgq.run_schedules()"),
-    ("prune", "17 * * * *", "SELECT pgq.prune()"),
-]
-# pg_cron logs every run in cron.job_run_details, which grows without bound; this job, in
-# pg_cron's own database, deletes the week-old log rows of pgq's jobs.
-CRON_LOG_JOB = (
-    "prune-cron-log",
-    "47 * * * *",
-    "DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'"
-    " AND jobid IN (SELECT jobid FROM cron.job WHERE jobname LIKE 'pgq-%')",
-)
+ROLES = ("pgq_owner", "pgq_producer", "pgq_worker", "pgq_admin")
 
 
 @contextmanager
@@ -76,9 +72,54 @@ def installed_version(conn: psycopg.Connection) -> int | None:
     return version or 0
 
 
+def check_privileges(conn: psycopg.Connection, installed: bool) -> None:
+    """Raise SchemaError, before anything changes, when this role cannot install/upgrade."""
+    superuser, createrole, create_db, missing, owner_ok = conn.execute(
+        "SELECT r.rolsuper, r.rolcreaterole, has_database_privilege(current_database(), 'CREATE'),"
+        " ARRAY(SELECT n FROM unnest(%s::text[]) AS n WHERE n NOT IN (SELECT rolname FROM pg_roles)),"
+        " (SELECT bool_and(pg_has_role(current_user, n.nspowner, 'USAGE'))"
+        "    FROM pg_namespace n WHERE n.nspname = 'pgq')"
+        " FROM pg_roles r WHERE r.rolname = current_user",
+        (list(ROLES),),
+    ).fetchone()
+    if superuser:
+        return
+    problems = []
+    if missing and not createrole:
+        problems.append(f"creating the roles {', '.join(missing)} needs CREATEROLE")
+    elif not createrole:
+        lacking = [
+            r
+            for r in ("pgq_owner", "pgq_admin")
+            if r not in missing
+            and not conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", (r,)).fetchone()[0]
+        ]
+        if lacking:
+            problems.append(f"membership in {', '.join(lacking)} (or CREATEROLE to grant it)")
+    if not installed and not create_db:
+        problems.append("CREATE on this database")
+    if installed and not owner_ok:
+        problems.append("membership in the role that owns schema pgq (or a superuser)")
+    if problems:
+        raise SchemaError(
+            "this role cannot install pgq here; nothing was changed. It needs: " + "; ".join(problems)
+        )
+
+
 def _apply_code(conn: psycopg.Connection) -> None:
     for path in code_files():
-        conn.execute(path.read_text())
+        conn.execute(path.read_text().replace("@PGQ_VERSION@", __version__))
+
+
+def _prepare(
+    conn: psycopg.Connection, dsn: str, want_cron: bool
+) -> tuple[int | None, pgcron.CronPlan | None]:
+    """Everything read before a change: the installed version, the rights, pg_cron."""
+    version = installed_version(conn)
+    if version is not None:
+        _check_not_newer(version)
+    check_privileges(conn, installed=version is not None)
+    return version, pgcron.inspect(conn, dsn) if want_cron else None
 
 
 def install(dsn: str, *, cron: bool = True) -> list[str]:
@@ -88,35 +129,41 @@ def install(dsn: str, *, cron: bool = True) -> list[str]:
     """
     done: list[str] = []
     with _locked(dsn) as conn:
-        version = installed_version(conn)
+        version, plan = _prepare(conn, dsn, cron)
         if version is None:
             with conn.transaction():
                 for path in schema_files():
                     conn.execute(path.read_text())
                 for mig in migrations():
-                    conn.execute(
-                        "INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)",
-                        (mig.version, mig.name),
-                    )
+                    _record(conn, mig)
                 _apply_code(conn)
-            done.append(f"installed pgq schema version {migrations()[-1].version}")
+            done.append(f"installed pgq schema version {migrations()[-1].version} (pgq {__version__})")
         else:
             done += _upgrade(conn, version)
-        if cron:
-            done += schedule_sweeps(conn, dsn)
+        if plan is not None:
+            done += _schedule(conn, dsn, plan)
     return done
 
 
-def upgrade(dsn: str) -> list[str]:
-    """Apply pending migrations, then re-apply functions, views and grants."""
+def upgrade(dsn: str, *, cron: bool = True) -> list[str]:
+    """Apply pending migrations and the current code in one transaction; ensure the sweeps."""
     with _locked(dsn) as conn:
         version = installed_version(conn)
         if version is None:
             raise SchemaError("pgq is not installed in this database; run `pgq install` first")
-        return _upgrade(conn, version)
+        version, plan = _prepare(conn, dsn, cron)
+        assert version is not None
+        done = _upgrade(conn, version)
+        if plan is not None:
+            done += _schedule(conn, dsn, plan)
+        return done
 
 
-def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
+def _schedule(conn: psycopg.Connection, dsn: str, plan: pgcron.CronPlan) -> list[str]:
+    return pgcron.schedule(conn, dsn, plan)
+
+
+def _check_not_newer(version: int) -> None:
     known = migrations()
     latest = known[-1].version if known else 0
     if version > latest:
@@ -124,26 +171,32 @@ def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
             f"the database's pgq schema is version {version}, newer than this code ({latest});"
             " upgrade the pgq package instead"
         )
-    done = []
+
+
+def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
+    _check_not_newer(version)
+    known = migrations()
     pending = [mig for mig in known if mig.version > version]
-    for mig in pending[:-1]:
-        with conn.transaction():
-            _apply_migration(conn, mig)
-        done.append(f"applied migration {mig.path.name}")
-    # The last migration commits together with the new code, so that no client ever sees
-    # a schema without the functions that go with it (a migration may drop an old one).
+    done = []
+    # One transaction: a failing migration leaves the database as it was, and no client
+    # ever sees a schema without the functions that go with it.
     with conn.transaction():
-        if pending:
-            _apply_migration(conn, pending[-1])
-            done.append(f"applied migration {pending[-1].path.name}")
+        for mig in pending:
+            _apply_migration(conn, mig)
+            done.append(f"applied migration {mig.path.name}")
         _apply_code(conn)
-    done.append(f"pgq schema is at version {latest}")
+    latest = known[-1].version if known else 0
+    done.append(f"pgq schema is at version {latest} (pgq {__version__})")
     return done
+
+
+def _record(conn: psycopg.Connection, mig: Migration) -> None:
+    conn.execute("INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name))
 
 
 def _apply_migration(conn: psycopg.Connection, mig: Migration) -> None:
     conn.execute(mig.sql)
-    conn.execute("INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name))
+    _record(conn, mig)
 
 
 def replay_migrations(dsn: str) -> None:
@@ -151,112 +204,70 @@ def replay_migrations(dsn: str) -> None:
     with _locked(dsn) as conn:
         if installed_version(conn) is not None:
             raise SchemaError("pgq is already installed in this database")
-        for mig in migrations():
-            with conn.transaction():
-                _apply_migration(conn, mig)
         with conn.transaction():
+            for mig in migrations():
+                _apply_migration(conn, mig)
             _apply_code(conn)
 
 
-def uninstall(dsn: str) -> list[str]:
-    """Remove pgq's pg_cron jobs and the pgq schema with every job in it."""
+# Every dependency on an object of schema pgq, from an object that lives elsewhere. A view's
+# dependency is recorded on its rewrite rule, a column default's on pg_attrdef: both are
+# reported as the relation they belong to.
+_DEPENDENTS = """
+WITH dep AS (
+    SELECT CASE WHEN d.classid IN ('pg_rewrite'::regclass, 'pg_attrdef'::regclass)
+                THEN 'pg_class'::regclass ELSE d.classid END AS classid,
+           coalesce(rw.ev_class, ad.adrelid, d.objid) AS objid
+    FROM pg_depend AS d
+    LEFT JOIN pg_rewrite AS rw ON d.classid = 'pg_rewrite'::regclass AND rw.oid = d.objid
+    LEFT JOIN pg_attrdef AS ad ON d.classid = 'pg_attrdef'::regclass AND ad.oid = d.objid
+    WHERE d.deptype = 'n' AND CASE d.refclassid
+        WHEN 'pg_proc'::regclass THEN (SELECT p.pronamespace FROM pg_proc AS p WHERE p.oid = d.refobjid)
+        WHEN 'pg_class'::regclass THEN (SELECT c.relnamespace FROM pg_class AS c WHERE c.oid = d.refobjid)
+        WHEN 'pg_type'::regclass THEN (SELECT t.typnamespace FROM pg_type AS t WHERE t.oid = d.refobjid)
+    END = 'pgq'::regnamespace
+)
+SELECT DISTINCT pg_describe_object(dep.classid, dep.objid, 0)
+FROM dep
+LEFT JOIN pg_class AS c ON dep.classid = 'pg_class'::regclass AND c.oid = dep.objid
+LEFT JOIN pg_proc AS p ON dep.classid = 'pg_proc'::regclass AND p.oid = dep.objid
+LEFT JOIN pg_trigger AS tg ON dep.classid = 'pg_trigger'::regclass AND tg.oid = dep.objid
+LEFT JOIN pg_class AS tc ON tc.oid = tg.tgrelid
+LEFT JOIN pg_constraint AS co ON dep.classid = 'pg_constraint'::regclass AND co.oid = dep.objid
+LEFT JOIN pg_type AS ty ON dep.classid = 'pg_type'::regclass AND ty.oid = dep.objid
+WHERE coalesce(c.relnamespace, p.pronamespace, tc.relnamespace, co.connamespace, ty.typnamespace, 0)
+      <> 'pgq'::regnamespace
+ORDER BY 1
+"""
+
+
+def dependents(conn: psycopg.Connection) -> list[str]:
+    """Objects outside schema pgq that depend on something in it (e.g. a user's trigger
+    that runs pgq.enqueue_trigger), described as PostgreSQL names them."""
+    rows = conn.execute(_DEPENDENTS).fetchall()
+    return [r[0] for r in rows]
+
+
+def uninstall(dsn: str, *, cascade: bool = False) -> list[str]:
+    """Remove pgq's pg_cron jobs and the pgq schema with every job in it.
+
+    Refuses (SchemaError naming each) while objects outside schema pgq depend on it,
+    unless cascade, which drops them too.
+    """
     done: list[str] = []
     with _locked(dsn) as conn:
         if installed_version(conn) is None:
             return ["pgq is not installed; nothing to do"]
-        done += unschedule_sweeps(conn, dsn)
-        conn.execute("DROP SCHEMA pgq CASCADE")
-        done.append("dropped schema pgq (roles pgq_producer, pgq_worker, pgq_admin are kept)")
-    return done
-
-
-# --- pg_cron -----------------------------------------------------------------------------
-
-
-def _cron_database(conn: psycopg.Connection) -> str | None:
-    """The database pg_cron runs in, None when pg_cron is not loaded in this server."""
-    loaded = conn.execute(
-        "SELECT current_setting('shared_preload_libraries') ~ '(^|[ ,])pg_cron([ ,]|$)'"
-    ).fetchone()[0]
-    if not loaded:
-        return None
-    return conn.execute("SELECT current_setting('cron.database_name', true)").fetchone()[0] or "postgres"
-
-
-@contextmanager
-def _cron_conn(conn: psycopg.Connection, dsn: str, cron_db: str) -> Iterator[psycopg.Connection | None]:
-    if conn.info.dbname == cron_db:
-        cron_conn = conn
-    else:
-        cron_conn = psycopg.connect(make_conninfo(dsn, dbname=cron_db), autocommit=True)
-    try:
-        has_ext = cron_conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_cron'").fetchone()
-        yield cron_conn if has_ext else None
-    finally:
-        if cron_conn is not conn:
-            cron_conn.close()
-
-
-def _job_name(name: str, dbname: str) -> str:
-    """pg_cron job names are at most 63 bytes: a long database name is cut and hashed, so
-    that two databases sharing a long prefix do not share (and overwrite) their jobs."""
-    job = f"pgq-{name}:{dbname}"
-    if len(job.encode()) <= 63:
-        return job
-    digest = hashlib.sha256(dbname.encode()).hexdigest()[:12]
-    prefix = f"pgq-{name}:"
-    room = 63 - len(prefix.encode()) - len(digest) - 1
-    short = dbname.encode()[:room].decode(errors="ignore")
-    return f"{prefix}{short}~{digest}"
-
-
-def schedule_sweeps(conn: psycopg.Connection, dsn: str) -> list[str]:
-    """Schedule the sweeps with pg_cron, in the queue's database. Warns without pg_cron."""
-    cron_db = _cron_database(conn)
-    if cron_db is None:
-        msg = (
-            "warning: pg_cron is not loaded in this server; workers will run the sweeps"
-            " themselves (add pg_cron to shared_preload_libraries to have them run on a timer)"
-        )
-        log.warning(msg)
-        return [msg]
-    dbname = conn.info.dbname
-    done = []
-    with _cron_conn(conn, dsn, cron_db) as cron:
-        if cron is None:
-            msg = (
-                f"warning: pg_cron is loaded but its extension is not created in database"
-                f" {cron_db!r}; run CREATE EXTENSION pg_cron there, then `pgq install` again"
+        found = dependents(conn)
+        if found and not cascade:
+            raise SchemaError(
+                "objects outside schema pgq depend on it: "
+                + "; ".join(found)
+                + ". Drop them first, or pass --cascade to drop them with pgq"
             )
-            log.warning(msg)
-            return [msg]
-        for name, schedule, command in CRON_JOBS:
-            job = _job_name(name, dbname)
-            cron.execute("SELECT cron.schedule_in_database(%s, %s, %s, %s)", (job, schedule, command, dbname))
-            done.append(f"pg_cron job {job!r} runs {command!r} at {schedule!r} in database {dbname!r}")
-        name, schedule, command = CRON_LOG_JOB
-        job = _job_name(name, dbname)
-        cron.execute("SELECT cron.schedule(%s, %s, %s)", (job, schedule, command))
-        done.append(f"pg_cron job {job!r} prunes pgq's rows of cron.job_run_details in {cron_db!r}")
-    return done
-
-
-def unschedule_sweeps(conn: psycopg.Connection, dsn: str) -> list[str]:
-    cron_db = _cron_database(conn)
-    if cron_db is None:
-        return []
-    dbname = conn.info.dbname
-    done = []
-    with _cron_conn(conn, dsn, cron_db) as cron:
-        if cron is None:
-            return []
-        names = [_job_name(name, dbname) for name, _, _ in CRON_JOBS]
-        rows = cron.execute(
-            "SELECT jobid, jobname FROM cron.job WHERE jobname = ANY(%s) AND database = %s"
-            " UNION ALL SELECT jobid, jobname FROM cron.job WHERE jobname = %s",
-            (names, dbname, _job_name(CRON_LOG_JOB[0], dbname)),
-        ).fetchall()
-        for jobid, jobname in rows:
-            cron.execute("SELECT cron.unschedule(%s)", (jobid,))
-            done.append(f"removed pg_cron job {jobname!r}")
+        with conn.transaction():
+            conn.execute("DROP SCHEMA pgq CASCADE")
+        done += pgcron.unschedule(conn, dsn)
+        done += [f"dropped {obj}" for obj in found]
+        done.append(f"dropped schema pgq (roles {', '.join(ROLES)} are kept: other databases may use them)")
     return done

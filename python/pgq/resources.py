@@ -53,12 +53,14 @@ def schema_files() -> list[Path]:
 
 
 def code_files() -> list[Path]:
-    """Roles, functions, views, grants and setup: re-applied on every install and upgrade."""
+    """Roles, functions, views, setup, reconcile (drop what the code no longer defines,
+    hand everything to pgq_owner) and grants: re-applied on every install and upgrade."""
     root = sql_root() / "sql"
     return [
         root / "roles.sql",
         *sorted((root / "functions").glob("*.sql")),
         *sorted((root / "views").glob("*.sql")),
-        root / "grants.sql",
         root / "setup.sql",
+        root / "reconcile.sql",
+        root / "grants.sql",
     ]

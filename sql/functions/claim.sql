@@ -46,6 +46,7 @@ DECLARE
     v_now timestamptz;
     v_bucket double precision;
 BEGIN
+    PERFORM pgq._check_worker_role(worker_id);
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
         PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
             'Claim 1 to 10000 jobs at a time.');

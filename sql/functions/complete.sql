@@ -31,6 +31,7 @@ DECLARE
     -- The wall clock: a transactional handler completes at the end of a long transaction.
     v_now timestamptz := clock_timestamp();
 BEGIN
+    PERFORM pgq._check_worker_role(worker_id);
     IF worker_id IS NULL THEN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
     END IF;

@@ -23,6 +23,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pgq._check_worker_role(worker_id);
     IF worker_id IS NULL THEN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
     END IF;

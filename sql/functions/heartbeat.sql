@@ -22,6 +22,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pgq._check_worker_role(worker_id);
     IF running IS NOT NULL THEN
         PERFORM pgq._check_ids('running', running);
     END IF;

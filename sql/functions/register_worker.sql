@@ -2,7 +2,9 @@
 -- Parameters: name (free text shown in pgq.workers, e.g. host:pid); entrypoints (what it
 --   will claim). Returns the worker id to pass to claim, heartbeat, complete and fail.
 -- Also runs a sweep (pgq.reap), so a worker restarted after a crash recovers the jobs of
--- its predecessor without waiting for pg_cron. Raises PQ001 for invalid arguments.
+-- its predecessor without waiting for pg_cron. The worker id is bound to the login role
+-- (session_user) that registers it: only that role and pgq_admin may act as the worker.
+-- Raises PQ001 for invalid arguments.
 CREATE OR REPLACE FUNCTION pgq.register_worker(name text, entrypoints text[])
 RETURNS uuid
 LANGUAGE plpgsql
@@ -19,8 +21,8 @@ BEGIN
             'Name the worker, e.g. host:pid.');
     END IF;
     PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
-    INSERT INTO pgq._workers AS w (name, entrypoints)
-    SELECT register_worker.name, array_agg(DISTINCT e.ep ORDER BY e.ep)
+    INSERT INTO pgq._workers AS w (name, entrypoints, registered_by)
+    SELECT register_worker.name, array_agg(DISTINCT e.ep ORDER BY e.ep), session_user
     FROM unnest(register_worker.entrypoints) AS e (ep)
     RETURNING w.id INTO v_id;
     PERFORM pgq.reap();

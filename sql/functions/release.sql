@@ -15,6 +15,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM pgq._check_worker_role(worker_id);
     PERFORM pgq._check_worker(worker_id);
     PERFORM pgq._check_ids('keep', keep);
     RETURN pgq._release(ARRAY[worker_id], keep);

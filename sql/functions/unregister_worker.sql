@@ -14,6 +14,7 @@ AS $$
 DECLARE
     v_found boolean;
 BEGIN
+    PERFORM pgq._check_worker_role(worker_id);
     IF worker_id IS NULL THEN
         PERFORM pgq._invalid('worker_id', 'must not be NULL', 'Pass the id that pgq.register_worker returned.');
     END IF;

@@ -104,6 +104,9 @@ CREATE TABLE pgq._workers (
     stopped_at timestamptz,
     -- The lease in force at the last heartbeat (the worker paces its beats by it).
     lease interval,
+    -- The login role (session_user) that registered it; only that role and pgq_admin may
+    -- act as this worker. NULL for workers registered before 0.2 (usable by any worker).
+    registered_by name,
     CONSTRAINT _workers_state_check CHECK (state IN ('alive', 'dead', 'stopped'))
 );
 

@@ -207,14 +207,14 @@ def test_install_twice_is_idempotent_and_keeps_jobs(fresh_db: str) -> None:
 
     done = migrate.install(fresh_db, cron=False)
     latest = pgq.resources.migrations()[-1].version
-    assert f"pgq schema is at version {latest}" in done
+    assert any(line.startswith(f"pgq schema is at version {latest} ") for line in done), done
     assert not any(line.startswith("applied migration") for line in done)
     assert schema_dump(fresh_db) == first
     with psycopg.connect(fresh_db, autocommit=True) as c:
         assert c.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "queued"
         assert c.execute("SELECT count(*) FROM pgq._migrations").fetchone()[0] == latest
     # upgrade on an up-to-date database is the same no-op
-    migrate.upgrade(fresh_db)
+    migrate.upgrade(fresh_db, cron=False)
     assert schema_dump(fresh_db) == first
 
 
@@ -238,7 +238,7 @@ def test_uninstall_then_install_again(fresh_db: str) -> None:
 
 def test_upgrade_refuses_a_database_without_pgq(fresh_db: str) -> None:
     with pytest.raises(pgq.SchemaError, match="not installed"):
-        migrate.upgrade(fresh_db)
+        migrate.upgrade(fresh_db, cron=False)
 
 
 def test_concurrent_installs_serialise(fresh_db: str) -> None:
@@ -258,12 +258,11 @@ def test_concurrent_installs_serialise(fresh_db: str) -> None:
     assert_real_dump(schema_dump(fresh_db))
 
 
-def test_upgrade_applies_pending_migrations_each_in_its_own_transaction(
-    fresh_db: str, monkeypatch, tmp_path
-) -> None:
-    """Simulated later migrations: a good one is applied and recorded; a failing one is
-    rolled back whole, not recorded, and applied once fixed."""
+def test_upgrade_is_all_or_nothing(fresh_db: str, monkeypatch, tmp_path) -> None:
+    """Simulated later migrations: when one fails, none is applied (the good one before it
+    is rolled back too) and nothing is recorded; once fixed, both apply in one go."""
     migrate.install(fresh_db, cron=False)
+    before = schema_dump(fresh_db)
     real = pgq.resources.migrations()
     n = real[-1].version
     good = tmp_path / f"{n + 1:04d}_add_good.sql"
@@ -290,20 +289,37 @@ def test_upgrade_applies_pending_migrations_each_in_its_own_transaction(
             return migrate.installed_version(c)
 
     with pytest.raises(psycopg.errors.DivisionByZero):
-        migrate.upgrade(fresh_db)
-    assert "good_col" in columns()
-    assert "bad_col" not in columns(), "a failed migration left part of its changes"
-    assert version() == n + 1
+        migrate.upgrade(fresh_db, cron=False)
+    assert not {"good_col", "bad_col"} & columns(), "a failed upgrade left part of its changes"
+    assert version() == n
+    assert schema_dump(fresh_db) == before
 
     bad.write_text("ALTER TABLE pgq._jobs ADD COLUMN bad_col integer;\n")
-    done = migrate.upgrade(fresh_db)
-    assert done[0] == f"applied migration {bad.name}"
+    done = migrate.upgrade(fresh_db, cron=False)
+    assert done[:2] == [f"applied migration {good.name}", f"applied migration {bad.name}"]
     assert {"good_col", "bad_col"} <= columns()
     assert version() == n + 2
     # The functions still work on the upgraded table.
     with psycopg.connect(fresh_db, autocommit=True) as c:
         job = c.execute("SELECT pgq.enqueue('after_upgrade')").fetchone()[0]
         assert c.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "queued"
+
+
+def test_a_failing_code_file_leaves_nothing_changed(fresh_db: str, monkeypatch, tmp_path) -> None:
+    """The code phase is in the same transaction: a broken function file after the stale
+    objects were dropped rolls back the drops and the migrations."""
+    migrate.install(fresh_db, cron=False)
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("CREATE FUNCTION pgq.stale_helper() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+    before = schema_dump(fresh_db)
+    broken = tmp_path / "zz_broken.sql"
+    broken.write_text("SELECT pgq.no_such_function();\n")
+    real = pgq.resources.code_files
+    monkeypatch.setattr(migrate, "code_files", lambda: [*real(), broken])
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        migrate.upgrade(fresh_db, cron=False)
+    assert schema_dump(fresh_db) == before
+    assert any("stale_helper" in line for line in before)
 
 
 # --- (d) a foreign schema named pgq --------------------------------------------------------
@@ -349,7 +365,7 @@ def test_foreign_pgq_schema_is_refused_and_left_untouched(
     with pytest.raises(pgq.SchemaError, match="did not create"):
         migrate.install(fresh_db, cron=True)
     with pytest.raises(pgq.SchemaError, match="did not create"):
-        migrate.upgrade(fresh_db)
+        migrate.upgrade(fresh_db, cron=False)
     with pytest.raises(pgq.SchemaError, match="did not create"):
         migrate.uninstall(fresh_db)
     with pytest.raises(pgq.SchemaError):
@@ -375,7 +391,7 @@ def test_database_newer_than_the_code_is_refused(fresh_db: str) -> None:
     before = schema_dump(fresh_db)
 
     with pytest.raises(pgq.SchemaError, match=f"version {latest + 1}"):
-        migrate.upgrade(fresh_db)
+        migrate.upgrade(fresh_db, cron=False)
     with pytest.raises(pgq.SchemaError, match="newer"):
         migrate.install(fresh_db, cron=False)
 

@@ -32,6 +32,8 @@ def ensure_partition(conn: psycopg.Connection, day: date) -> str:
             "CREATE TABLE IF NOT EXISTS pgq.{} PARTITION OF pgq._outcomes FOR VALUES FROM ({}) TO ({})"
         ).format(sql.Identifier(name), sql.Literal(start), sql.Literal(start + timedelta(days=1)))
     )
+    # As pgq._ensure_partitions makes it: owned by pgq_owner, as pgq.prune runs.
+    conn.execute(sql.SQL("ALTER TABLE pgq.{} OWNER TO pgq_owner").format(sql.Identifier(name)))
     return name
 
 

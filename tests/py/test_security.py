@@ -62,10 +62,11 @@ FUNCTIONS: dict[str, set[str]] = {
     "unschedule": {ADMIN},
     "run_schedules": {ADMIN},
     "prune": {ADMIN},
-    "stats": {ADMIN},
+    "stats": {WORKER, ADMIN},
+    "version": {PRODUCER, WORKER, ADMIN},
 }
 # Public functions that run as their caller, not as pgq's owner (the rest are SECURITY DEFINER).
-INVOKER_FUNCTIONS = {"enqueue_trigger"}
+INVOKER_FUNCTIONS = {"enqueue_trigger", "version"}
 # Internal functions: none, except the constant the views call (grants.sql says why).
 INTERNAL_FUNCTIONS: dict[str, set[str]] = {"_defaults": {PRODUCER, WORKER, ADMIN}}
 # View -> the kinds of role that may SELECT from it (and nothing else).
@@ -278,7 +279,7 @@ PRACTICE: list[tuple[str, set[str]]] = [
     ("SELECT pgq.unschedule('hx_priv')", {ADMIN}),
     ("SELECT pgq.run_schedules()", {ADMIN}),
     ("SELECT pgq.prune()", {ADMIN}),
-    ("SELECT * FROM pgq.stats('1 hour')", {ADMIN}),
+    ("SELECT * FROM pgq.stats('1 hour')", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.queues", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.workers", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.jobs", {ADMIN}),

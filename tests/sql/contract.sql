@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(225);
+SELECT plan(231);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -12,7 +12,8 @@ SELECT functions_are(
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
-        'retry', 'run_schedules', 'schedule', 'settings', 'stats', 'sweep', 'unregister_worker', 'unschedule', 'watch'
+        'retry', 'run_schedules', 'schedule', 'settings', 'stats', 'sweep', 'unregister_worker', 'unschedule', 'version',
+        'watch'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -423,7 +424,7 @@ SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_worker', ARRA
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.settings');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.stats');
-SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.stats');
+SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.stats');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.stats');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'public', ARRAY[]::name[], 'public cannot execute pgq.stats');
 SELECT function_privs_are('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.unregister_worker');
@@ -434,6 +435,21 @@ SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_producer', AR
 SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.unschedule');
 SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.unschedule');
 SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.unschedule');
+SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.version');
+SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.version');
+SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.version');
+SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'public', ARRAY[]::name[], 'public cannot execute pgq.version');
+SELECT matches(pgq.version(), '^[0-9]+\.[0-9]+\.[0-9]+', 'pgq.version() is a release number');
+SELECT is_empty(
+    $$
+        SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'pgq'::regnamespace AND p.proowner <> 'pgq_owner'::regrole
+        UNION ALL
+        SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
+        WHERE c.relnamespace = 'pgq'::regnamespace AND c.relowner <> 'pgq_owner'::regrole
+    $$,
+    'the NOLOGIN role pgq_owner owns every function, table and view in pgq'
+);
 SELECT is_empty(
     $$
         SELECT p.oid::regprocedure

@@ -81,6 +81,8 @@ SELECT lives_ok(
     ),
     'a daily partition for 10 days ago is created'
 );
+-- As pgq._ensure_partitions would have made it: owned by pgq_owner, as pgq.prune runs.
+DO $$ BEGIN EXECUTE format('ALTER TABLE %s OWNER TO pgq_owner', pg_temp.day_partition(-10)); END $$;
 CALL pg_temp.outcome(20, 'ep', ((now() AT TIME ZONE 'UTC')::date - 10)::timestamp AT TIME ZONE 'UTC');
 CALL pg_temp.outcome(21, 'long', ((now() AT TIME ZONE 'UTC')::date - 10)::timestamp AT TIME ZONE 'UTC');
 SELECT results_eq(
@@ -98,6 +100,7 @@ SELECT results_eq(
 -- An old daily partition (older than the longest retention) is dropped, its rows counted.
 CREATE TABLE pgq._outcomes_20200101 PARTITION OF pgq._outcomes
 FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00');
+ALTER TABLE pgq._outcomes_20200101 OWNER TO pgq_owner;
 CALL pg_temp.outcome(30, 'ep', '2020-01-01 00:00+00');
 CALL pg_temp.outcome(31, 'long', '2020-01-01 12:00+00');
 CALL pg_temp.outcome(32, 'short', '2020-01-01 23:59:59.999999+00');

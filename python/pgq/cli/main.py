@@ -9,13 +9,13 @@ from decimal import Decimal
 
 import click
 
-from .. import __version__, migrate
+from .. import __version__
 from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
-from ..dsn import resolve_dsn
 from ..queries import OUTCOMES
 from .dashboard import dashboard_command
 from .job import job_command, wait_command
+from .lifecycle import COMMANDS as LIFECYCLE
 from .output import (
     cell,
     dsn_option,
@@ -47,42 +47,6 @@ def main(debug: bool) -> None:
         level=logging.DEBUG if debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-
-
-@main.command()
-@dsn_option
-@click.option("--no-cron", is_flag=True, help="Do not schedule the sweeps with pg_cron.")
-@handle_errors
-def install(dsn: str | None, no_cron: bool) -> None:
-    """Install pgq into a database (idempotent; upgrades an older install)."""
-    for line in migrate.install(resolve_dsn(dsn), cron=not no_cron):
-        click.echo(line)
-    if no_cron:
-        click.echo(
-            "--no-cron: no pg_cron sweeps were scheduled; pgq's pg_cron jobs from an earlier"
-            " install, if any, were left as they are (`pgq uninstall` removes them)"
-        )
-
-
-@main.command()
-@dsn_option
-@handle_errors
-def upgrade(dsn: str | None) -> None:
-    """Apply pending migrations and refresh pgq's functions."""
-    for line in migrate.upgrade(resolve_dsn(dsn)):
-        click.echo(line)
-
-
-@main.command()
-@dsn_option
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@handle_errors
-def uninstall(dsn: str | None, yes: bool) -> None:
-    """Remove pgq's schema, every job in it, and its pg_cron jobs."""
-    if not yes:
-        click.confirm("Drop schema pgq and every job in it?", abort=True)
-    for line in migrate.uninstall(resolve_dsn(dsn)):
-        click.echo(line)
 
 
 # --- queue administration ----------------------------------------------------------------
@@ -355,7 +319,16 @@ def configure(
         click.echo(_settings(row))
 
 
-for command in (status, schedule, unschedule, schedules, worker_command, job_command, wait_command):
+for command in (
+    *LIFECYCLE,
+    status,
+    schedule,
+    unschedule,
+    schedules,
+    worker_command,
+    job_command,
+    wait_command,
+):
     main.add_command(command)
 main.add_command(bench_command)
 main.add_command(dashboard_command)

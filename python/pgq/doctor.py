@@ -1,0 +1,307 @@
+"""`pgq doctor`: inspect a live installation; one line per problem, each with its fix.
+
+Every check is a function of a connection (autocommit) that returns the problems it found
+as (problem, fix) pairs; `diagnose` runs them all. A check that cannot run (e.g. the role
+may not read what it needs) is a problem too, so a clean report means "all checked".
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import psycopg
+
+from . import cron as pgcron
+from ._version import __version__
+from .migrate import ROLES, installed_version
+from .resources import code_files, migrations
+
+
+@dataclass(frozen=True)
+class Problem:
+    check: str
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.problem} -> {self.fix}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Thresholds of the checks that measure something."""
+
+    max_xact_age: timedelta = timedelta(minutes=5)
+    max_dead_tuples: int = 100_000
+    dead_tuple_ratio: float = 2.0
+
+
+Found = list[tuple[str, str]]
+
+
+def _one(conn: psycopg.Connection, query: str, params: tuple = ()) -> object:
+    row = conn.execute(query, params or None).fetchone()
+    return row[0] if row else None
+
+
+def check_version(conn: psycopg.Connection, limits: Limits) -> Found:
+    version = installed_version(conn)
+    if version is None:
+        return [("pgq is not installed in this database", "run `pgq install`")]
+    latest = migrations()[-1].version
+    found: Found = []
+    if version < latest:
+        found.append((f"schema version {version} is behind the code's {latest}", "run `pgq upgrade`"))
+    elif version > latest:
+        found.append(
+            (f"schema version {version} is newer than the code's {latest}", "upgrade the pgq package")
+        )
+    installed = (
+        _one(conn, "SELECT pgq.version()") if _one(conn, "SELECT to_regprocedure('pgq.version()')") else None
+    )
+    if installed != __version__:
+        found.append(
+            (
+                f"the code installed is pgq {installed or 'before 0.2'}, this is {__version__}",
+                "run `pgq upgrade`",
+            )
+        )
+    return found
+
+
+_DEFINED = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:CONSTRAINT\s+)?(FUNCTION|VIEW|TRIGGER)\s+(?:pgq\.)?(\w+)", re.IGNORECASE
+)
+
+
+def check_stale_objects(conn: psycopg.Connection, limits: Limits) -> Found:
+    """Functions (by name and number of overloads), views and triggers in schema pgq that
+    the code does not define, such as an old overload that makes calls ambiguous."""
+    defined: Counter[tuple[str, str]] = Counter()
+    for path in code_files():
+        for kind, name in _DEFINED.findall(path.read_text()):
+            defined[(kind.upper(), name)] += 1
+    present = conn.execute(
+        "SELECT 'FUNCTION', proname, count(*) FROM pg_proc"
+        " WHERE pronamespace = 'pgq'::regnamespace GROUP BY 2"
+        " UNION ALL SELECT 'VIEW', relname, 1 FROM pg_class WHERE relnamespace = 'pgq'::regnamespace"
+        "   AND relkind IN ('v', 'm')"
+        " UNION ALL SELECT 'TRIGGER', t.tgname, 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+        "   WHERE c.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal"
+    ).fetchall()
+    stale = [
+        f"{kind.lower()} pgq.{name}"
+        + (f" ({n} overloads, the code defines {defined[(kind, name)]})" if n > 1 else "")
+        for kind, name, n in present
+        if n > defined[(kind, name)]
+    ]
+    if stale:
+        return [
+            (
+                f"schema pgq has objects the code does not define: {', '.join(sorted(stale))}",
+                "run `pgq upgrade`",
+            )
+        ]
+    return []
+
+
+def check_roles_and_grants(conn: psycopg.Connection, limits: Limits) -> Found:
+    found: Found = []
+    missing = [r for r in ROLES if not _one(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", (r,))]
+    if missing:
+        found.append((f"roles missing: {', '.join(missing)} (e.g. after a restore)", "run `pgq install`"))
+    public = [
+        r[0]
+        for r in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pgq'::regnamespace"
+            "   AND has_function_privilege('public', p.oid, 'EXECUTE')"
+            " UNION ALL SELECT c.oid::regclass::text FROM pg_class c"
+            "   WHERE c.relnamespace = 'pgq'::regnamespace AND c.relacl::text ~ '(^|[{,])="
+            "'"
+            " UNION ALL SELECT 'schema pgq' FROM pg_namespace n WHERE n.nspname = 'pgq'"
+            "   AND has_schema_privilege('public', n.oid, 'USAGE')"
+        )
+    ]
+    if public:
+        found.append(
+            (
+                f"PUBLIC has privileges on {', '.join(sorted(public))}",
+                "run `pgq install` (it resets the grants)",
+            )
+        )
+    if not missing:
+        foreign = [
+            r[0]
+            for r in conn.execute(
+                "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pgq'::regnamespace"
+                "   AND p.proowner <> 'pgq_owner'::regrole"
+                " UNION ALL SELECT c.oid::regclass::text FROM pg_class c"
+                "   WHERE c.relnamespace = 'pgq'::regnamespace"
+                "   AND c.relkind IN ('r', 'p', 'v') AND c.relowner <> 'pgq_owner'::regrole"
+            )
+        ]
+        if foreign:
+            found.append((f"not owned by pgq_owner: {', '.join(sorted(foreign))}", "run `pgq install`"))
+    return found
+
+
+def check_sweeps(conn: psycopg.Connection, limits: Limits, dsn: str = "") -> Found:
+    plan = pgcron.inspect(conn, dsn)
+    if plan.database is None:
+        return []  # no usable pg_cron: the workers sweep (install said so)
+    dbname = conn.info.dbname
+    found: Found = []
+    with pgcron._cron_conn(conn, dsn, plan.database) as c:
+        assert c is not None
+        names = [pgcron.job_name(name, dbname) for name, _, _ in pgcron.CRON_JOBS]
+        have = {
+            r[0]
+            for r in c.execute("SELECT jobname FROM cron.job WHERE jobname = ANY(%s) AND active", (names,))
+        }
+        if set(names) - have:
+            missing = ", ".join(sorted(set(names) - have))
+            found.append((f"pg_cron sweeps not scheduled: {missing}", "run `pgq upgrade`"))
+        failed = c.execute(
+            "SELECT j.jobname, count(*), max(d.return_message) FROM cron.job_run_details d"
+            " JOIN cron.job j ON j.jobid = d.jobid WHERE j.jobname = ANY(%s) AND d.status = 'failed'"
+            " AND d.start_time > now() - interval '1 hour' GROUP BY 1 ORDER BY 1",
+            (names,),
+        ).fetchall()
+        for job, n, message in failed:
+            found.append(
+                (
+                    f"pg_cron job {job} failed {n} times in the last hour: {' '.join(str(message).split())}",
+                    "run its command by hand to see why; `pgq doctor` lists other causes",
+                )
+            )
+        orphans = [
+            r[0]
+            for r in c.execute(
+                "SELECT jobname FROM cron.job WHERE jobname LIKE 'pgq-%%'"
+                " AND database NOT IN (SELECT datname FROM pg_database) ORDER BY 1"
+            )
+        ]
+        if orphans:
+            found.append(
+                (
+                    f"pg_cron jobs of databases that no longer exist: {', '.join(orphans)}",
+                    f"in database {plan.database!r}: SELECT cron.unschedule(jobid) FROM cron.job"
+                    " WHERE jobname = ... (each one named)",
+                )
+            )
+    return found
+
+
+def check_workers(conn: psycopg.Connection, limits: Limits) -> Found:
+    found: Found = []
+    lost = conn.execute(
+        "SELECT w.name, w.state, count(*) FROM pgq._jobs j JOIN pgq._workers w ON w.id = j.worker_id"
+        " JOIN pgq.queues q ON q.entrypoint = j.entrypoint WHERE j.status = 'running'"
+        " AND (w.state <> 'alive' OR w.heartbeat_at < now() - q.lease) GROUP BY 1, 2 ORDER BY 1"
+    ).fetchall()
+    for name, state, n in lost:
+        state = "dead" if state == "alive" else state
+        found.append(
+            (
+                f"worker {name} is {state} (no heartbeat within its lease) but holds {n} jobs",
+                "the sweeps should re-queue them: SELECT pgq.reap(); check that pg_cron runs it",
+            )
+        )
+    late = conn.execute(
+        "SELECT j.entrypoint, count(*), max(now() - j.started_at) FROM pgq._jobs j"
+        " JOIN pgq.queues q ON q.entrypoint = j.entrypoint WHERE j.status = 'running'"
+        " AND j.started_at < now() - q.timeout GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    for entrypoint, n, age in late:
+        found.append(
+            (
+                f"{n} {entrypoint} jobs running past their timeout (longest {age})",
+                "see which worker holds them (pgq.jobs); cancel them or raise the timeout (pgq configure)",
+            )
+        )
+    return found
+
+
+def check_xmin_horizon(conn: psycopg.Connection, limits: Limits) -> Found:
+    row = conn.execute(
+        "SELECT pid, usename, now() - xact_start, age(backend_xmin), left(query, 200) FROM pg_stat_activity"
+        " WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND xact_start < now() - %s"
+        " ORDER BY age(backend_xmin) DESC LIMIT 1",
+        (limits.max_xact_age,),
+    ).fetchone()
+    if row is None:
+        return []
+    pid, user, age, xids, query = row
+    return [
+        (
+            f"transaction of pid {pid} ({user}) open for {age} holds back the xmin horizon by {xids}"
+            f" transactions (it slows every claim): {' '.join(str(query).split())}",
+            f"end it in its application, or SELECT pg_terminate_backend({pid})",
+        )
+    ]
+
+
+def check_bloat(conn: psycopg.Connection, limits: Limits) -> Found:
+    row = conn.execute(
+        "SELECT n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_all_tables"
+        " WHERE relid = 'pgq._jobs'::regclass"
+    ).fetchone()
+    if row is None:
+        return []
+    live, dead, last = row
+    if dead > limits.max_dead_tuples and dead > limits.dead_tuple_ratio * (live + 1):
+        return [
+            (
+                f"pgq._jobs has {dead} dead row versions for {live} live ones (last autovacuum {last})",
+                "look for a long transaction (see above) or stalled autovacuum; VACUUM pgq._jobs",
+            )
+        ]
+    return []
+
+
+def check_partitions(conn: psycopg.Connection, limits: Limits) -> Found:
+    name = _one(conn, "SELECT 'pgq._outcomes_' || to_char((now() AT TIME ZONE 'UTC')::date + 1, 'YYYYMMDD')")
+    if _one(conn, "SELECT to_regclass(%s)", (name,)) is None:
+        return [
+            (
+                f"tomorrow's outcome partition {name} is missing (prune has not run)",
+                "SELECT pgq.prune(); check that pg_cron or a worker runs the sweeps",
+            )
+        ]
+    return []
+
+
+CHECKS: dict[str, Callable[..., Found]] = {
+    "version": check_version,
+    "stale objects": check_stale_objects,
+    "roles and grants": check_roles_and_grants,
+    "sweeps": check_sweeps,
+    "workers": check_workers,
+    "xmin horizon": check_xmin_horizon,
+    "bloat": check_bloat,
+    "partitions": check_partitions,
+}
+
+
+def diagnose(dsn: str, limits: Limits | None = None) -> list[Problem]:
+    limits = limits or Limits()
+    problems: list[Problem] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name, check in CHECKS.items():
+            try:
+                found = check(conn, limits, dsn) if check is check_sweeps else check(conn, limits)
+            except psycopg.Error as exc:
+                found = [
+                    (
+                        f"could not run: {' '.join(str(exc).split())}",
+                        "run `pgq doctor` as pgq's owner or a superuser",
+                    )
+                ]
+            problems += [Problem(name, problem, fix) for problem, fix in found]
+            if name == "version" and found and installed_version(conn) is None:
+                break
+    return problems

@@ -1,0 +1,213 @@
+"""`pgq doctor`: healthy on a fresh install; each check provoked and seen, with exit 1."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from conftest import ADMIN_DSN, create_database, drop_database
+from pgq import cron, migrate
+from pgq.cli.main import main
+from pgq.doctor import Limits, diagnose
+from test_migrations import dbname
+from test_upgrade import OLD_RELEASE
+
+
+@pytest.fixture
+def installed(fresh_db: str, cron_cleanup: list[str]) -> str:
+    """A fresh install with its sweeps. The orphan check is cluster-wide: sweeps that
+    another test left for a database it dropped are removed first."""
+    sql(
+        ADMIN_DSN,
+        "SELECT cron.unschedule(jobid) FROM cron.job WHERE database NOT IN (SELECT datname FROM pg_database)",
+    )
+    cron_cleanup.append(dbname(fresh_db))
+    migrate.install(fresh_db, cron=True)
+    return fresh_db
+
+
+@pytest.fixture
+def cron_cleanup() -> Iterator[list[str]]:
+    names: list[str] = []
+    yield names
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as c:
+        c.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE database = ANY(%s)", (names,))
+        c.execute(
+            "SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname = ANY(%s)",
+            ([cron.job_name(cron.CRON_LOG_JOB[0], n) for n in names],),
+        )
+
+
+def lines(dsn: str, **limits: object) -> list[str]:
+    return [str(p) for p in diagnose(dsn, Limits(**limits))]  # type: ignore[arg-type]
+
+
+def only(dsn: str, check: str, **limits: object) -> str:
+    found = lines(dsn, **limits)
+    assert len(found) == 1 and found[0].startswith(f"{check}: "), found
+    return found[0]
+
+
+def test_a_fresh_install_is_healthy_and_exits_0(installed: str) -> None:
+    assert lines(installed) == []
+    result = CliRunner().invoke(main, ["doctor", "--dsn", installed])
+    assert result.exit_code == 0, result.output
+    assert "healthy" in result.output
+
+
+def test_not_installed(fresh_db: str) -> None:
+    assert "pgq install" in only(fresh_db, "version")
+
+
+def sql(dsn: str, *statements: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for statement in statements:
+            c.execute(statement)
+
+
+PROVOKE: dict[str, tuple[str, Callable[[str], None], str]] = {
+    "schema behind": (
+        "version",
+        lambda d: sql(
+            d, "DELETE FROM pgq._migrations WHERE version = (SELECT max(version) FROM pgq._migrations)"
+        ),
+        "pgq upgrade",
+    ),
+    "code of another release": (
+        "version",
+        lambda d: sql(
+            d, "CREATE OR REPLACE FUNCTION pgq.version() RETURNS text LANGUAGE sql AS $$SELECT '0.0.1'$$"
+        ),
+        "pgq 0.0.1",
+    ),
+    # Made as pgq_owner without PUBLIC's EXECUTE, so that only the stale-object check sees them.
+    "stale overload": (
+        "stale objects",
+        lambda d: sql(
+            d, "SET ROLE pgq_owner", OLD_RELEASE, "REVOKE ALL ON FUNCTION pgq._release(uuid[]) FROM PUBLIC"
+        ),
+        "function pgq._release (2 overloads",
+    ),
+    "stale view": (
+        "stale objects",
+        lambda d: sql(d, "SET ROLE pgq_owner", "CREATE VIEW pgq.old_view AS SELECT 1 AS x"),
+        "view pgq.old_view",
+    ),
+    "public grant": (
+        "roles and grants",
+        lambda d: sql(d, "GRANT EXECUTE ON FUNCTION pgq.cancel(bigint[]) TO PUBLIC"),
+        "pgq.cancel(bigint[])",
+    ),
+    "foreign owner": (
+        "roles and grants",
+        lambda d: sql(d, "ALTER FUNCTION pgq.reap() OWNER TO postgres"),
+        "not owned by pgq_owner: pgq.reap()",
+    ),
+    "sweep unscheduled": (
+        "sweeps",
+        lambda d: sql(
+            ADMIN_DSN,
+            f"SELECT cron.unschedule('{cron.job_name('reap', d.rsplit('dbname=', 1)[-1].split()[0])}')",
+        ),
+        "not scheduled",
+    ),
+    "missing partition": (
+        "partitions",
+        lambda d: sql(
+            d,
+            "DO $$ BEGIN EXECUTE format('DROP TABLE pgq.%I', '_outcomes_'"
+            " || to_char((now() AT TIME ZONE 'UTC')::date + 1, 'YYYYMMDD')); END $$",
+        ),
+        "tomorrow's outcome partition",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PROVOKE)
+def test_each_problem_is_reported_and_exits_1(installed: str, case: str) -> None:
+    check, provoke, needle = PROVOKE[case]
+    provoke(installed)
+    line = only(installed, check)
+    assert needle in line and " -> " in line, line
+    result = CliRunner().invoke(main, ["doctor", "--dsn", installed])
+    assert result.exit_code == 1
+    assert result.output.strip() == line
+
+
+def test_a_failing_sweep(installed: str) -> None:
+    name = dbname(installed)
+    job = cron.job_name("reap", name)
+    sql(
+        ADMIN_DSN,
+        "INSERT INTO cron.job_run_details (jobid, runid, database, username, command, status,"
+        " return_message, start_time, end_time)"
+        " SELECT jobid, nextval('cron.runid_seq'), database, username, command, 'failed',"
+        " 'ERROR: function pgq._release(uuid[]) is not unique', now(), now()"
+        f" FROM cron.job WHERE jobname = '{job}'",
+    )
+    try:
+        assert "is not unique" in only(installed, "sweeps")
+    finally:
+        sql(
+            ADMIN_DSN,
+            "DELETE FROM cron.job_run_details"
+            f" WHERE jobid IN (SELECT jobid FROM cron.job WHERE jobname = '{job}')",
+        )
+
+
+def test_sweeps_of_a_dropped_database(installed: str, cron_cleanup: list[str]) -> None:
+    gone = f"{dbname(installed)}_gone"
+    cron_cleanup.append(gone)
+    migrate.install(create_database(gone), cron=True)
+    drop_database(gone)
+    line = only(installed, "sweeps")
+    assert "databases that no longer exist" in line and cron.job_name("reap", gone) in line
+
+
+def test_a_dead_worker_holding_jobs_and_a_job_past_its_timeout(installed: str) -> None:
+    with psycopg.connect(installed, autocommit=True) as c:
+        c.execute("SELECT pgq.configure('doc', timeout => '1 minute', lease => '5 minutes')")
+        c.execute("SELECT pgq.enqueue('doc'), pgq.enqueue('doc')")
+        crashed = c.execute("SELECT pgq.register_worker('crashed', ARRAY['doc'])").fetchone()[0]
+        slow = c.execute("SELECT pgq.register_worker('slow', ARRAY['doc'])").fetchone()[0]
+        c.execute("SELECT pgq.claim(%s, ARRAY['doc'])", (crashed,)).fetchall()
+        c.execute("SELECT pgq.claim(%s, ARRAY['doc'])", (slow,)).fetchall()
+        # The crashed worker stopped heartbeating an hour ago; the slow one's job started
+        # ten minutes ago and it still heartbeats.
+        c.execute(
+            "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (crashed,)
+        )
+        c.execute(
+            "UPDATE pgq._jobs SET started_at = now() - interval '10 minutes' WHERE worker_id = %s", (slow,)
+        )
+    found = lines(installed)
+    assert len(found) == 2, found
+    assert found[0].startswith("workers: worker crashed is dead") and "holds 1 jobs" in found[0]
+    assert found[1].startswith("workers: 1 doc jobs running past their timeout")
+
+
+def test_a_long_transaction_holding_back_the_horizon(installed: str) -> None:
+    with psycopg.connect(installed) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM pgq._jobs").fetchone()
+        pid = holder.info.backend_pid
+        assert lines(installed) == [], "under the threshold it is no problem"
+        line = only(installed, "xmin horizon", max_xact_age=timedelta(0))
+        assert f"pid {pid} " in line and "pg_terminate_backend" in line
+        holder.rollback()
+
+
+def test_bloat_of_the_hot_table(installed: str) -> None:
+    with psycopg.connect(installed, autocommit=True) as c:
+        c.execute("ALTER TABLE pgq._jobs SET (autovacuum_enabled = false)")
+        c.execute("SELECT pgq.enqueue_batch('bloat', array_fill('{}'::jsonb, ARRAY[3000]))")
+        c.execute("DELETE FROM pgq._jobs WHERE entrypoint = 'bloat'")
+        c.execute("SELECT pg_stat_force_next_flush()")
+    with psycopg.connect(installed, autocommit=True) as c:
+        c.execute("SELECT 1")  # the deleting session's statistics are flushed at its exit
+    line = only(installed, "bloat", max_dead_tuples=1000)
+    assert "3000 dead row versions" in line
