@@ -40,7 +40,7 @@ from . import tracing
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from .dsn import resolve_dsn
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
-from .job import Job
+from .job import Job, JobCancelled
 
 log = logging.getLogger("pgq.worker")
 
@@ -444,11 +444,17 @@ class Worker:
             self._wake.set()
 
     def _in_thread(self, run: Run) -> Any:
-        if not run.handler.transactional:
-            return run.handler.fn(run.job)
-        assert self._sync_pool is not None
+        # A delivery given up before its handler began (the worker was reaped and registered
+        # again, or the job was canceled) is not started at all: another delivery may run.
         job = run.job
+        if job.cancelled:
+            raise JobCancelled()
+        if not run.handler.transactional:
+            return run.handler.fn(job)
+        assert self._sync_pool is not None
         with self._sync_pool.connection() as conn, conn.transaction():
+            if job.cancelled:  # it waited for a connection (a restart) meanwhile
+                raise JobCancelled()
             result = check_result(run.handler.fn(job, conn))
             done = conn.execute(
                 "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[],"
