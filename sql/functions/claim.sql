@@ -6,6 +6,16 @@
 -- jobs; with a rate, at most the whole tokens of its bucket, which refills at `rate` per
 -- second up to max(1, rate/10) tokens (so no 1-second window sees more than about
 -- 1.1 * rate starts). Entrypoints without limits take no lock beyond the claimed rows.
+-- Keys: an entrypoint that has jobs with a concurrency key (pgq.enqueue's concurrency_key)
+-- is claimed under the same lock, by a path of its own. Priority still comes first; within
+-- a priority the claim rotates among keys: each key's oldest due job comes before any key's
+-- second one, and keys take turns in key order from where the last claim ended (the
+-- entrypoint's key_cursor), so a key with 100000 queued jobs does not delay one with 10.
+-- Jobs without a key in such an entrypoint take part as one key of their own. With
+-- key_concurrency, a key gets at most (limit - its running jobs); 1 runs a key's jobs one at
+-- a time, in claim order (per-key FIFO; a failed job waits for its retry, and the key's next
+-- job may run meanwhile). The work grows with the number of keys that have queued jobs.
+-- Entrypoints without keyed jobs take none of this.
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
 --   worker registered); batch_size (1 to 10000, default 1).
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
@@ -25,7 +35,8 @@ RETURNS TABLE (
     enqueued_at timestamptz,
     run_at timestamptz,
     max_attempts integer,
-    timeout interval
+    timeout interval,
+    concurrency_key text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -45,6 +56,10 @@ DECLARE
     v_stamps timestamptz[] := '{}';
     v_now timestamptz;
     v_bucket double precision;
+    v_keyed text[] := '{}';
+    v_keyed_ids bigint[] := '{}';
+    v_ids bigint[];
+    v_cursor text;
 BEGIN
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
         PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
@@ -60,15 +75,16 @@ BEGIN
     -- Limits: lock the settings rows in a fixed order (no deadlocks), then count running
     -- jobs in a fresh snapshot taken after the lock was granted.
     FOR v_queue IN
-        SELECT q.entrypoint, q.concurrency, q.rate, q.rate_tokens, q.rate_refilled_at
+        SELECT q.entrypoint, q.concurrency, q.rate, q.rate_tokens, q.rate_refilled_at, q.keyed, q.key_concurrency,
+               q.key_cursor
         FROM pgq._queues AS q
-        WHERE q.entrypoint = ANY (entrypoints) AND (q.concurrency IS NOT NULL OR q.rate IS NOT NULL)
+        WHERE q.entrypoint = ANY (entrypoints) AND (q.concurrency IS NOT NULL OR q.rate IS NOT NULL OR q.keyed)
           AND NOT q.paused
         ORDER BY q.entrypoint
         FOR NO KEY UPDATE
     LOOP
         v_allow := claim.batch_size;
-        IF v_queue.concurrency IS NOT NULL THEN
+        IF v_queue.concurrency IS NOT NULL OR v_queue.key_concurrency IS NOT NULL THEN
             -- The count must see claims that committed while this one waited for the lock:
             -- only READ COMMITTED takes a fresh snapshot per statement.
             IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -78,6 +94,8 @@ BEGIN
                     DETAIL = 'Its concurrency limit is counted under a lock; an older snapshot would miss running jobs.',
                     HINT = 'Call pgq.claim outside explicit REPEATABLE READ or SERIALIZABLE transactions.';
             END IF;
+        END IF;
+        IF v_queue.concurrency IS NOT NULL THEN
             SELECT count(*) INTO v_running
             FROM pgq._jobs AS j
             WHERE j.entrypoint = v_queue.entrypoint AND j.status = 'running';
@@ -97,6 +115,21 @@ BEGIN
             v_tokens := v_tokens || v_bucket;
             v_stamps := v_stamps || v_now;
         END IF;
+        IF v_queue.keyed AND v_allow > 0 THEN
+            v_ids := pgq._claim_keyed(v_queue.entrypoint, v_allow, v_queue.key_concurrency, v_queue.key_cursor);
+            IF cardinality(v_ids) > 0 THEN
+                -- The key the claim ended on: the next claim starts after it.
+                UPDATE pgq._queues AS q
+                SET key_cursor = (SELECT coalesce(j.concurrency_key, '') FROM pgq._jobs AS j
+                                  WHERE j.id = v_ids[cardinality(v_ids)])
+                WHERE q.entrypoint = v_queue.entrypoint;
+                v_keyed_ids := v_keyed_ids || v_ids;
+            END IF;
+        END IF;
+        IF v_queue.keyed THEN
+            -- The general path below takes nothing of it.
+            v_keyed := v_keyed || v_queue.entrypoint;
+        END IF;
         v_limited := v_limited || v_queue.entrypoint;
         v_allowed := v_allowed || v_allow;
     END LOOP;
@@ -105,7 +138,8 @@ BEGIN
     WITH allowance AS (
         SELECT
             e.ep,
-            least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) AS n,
+            CASE WHEN e.ep = ANY (v_keyed) THEN 0
+                 ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
             coalesce(q.timeout, d.timeout) AS timeout,
             coalesce(q.max_attempts, d.max_attempts) AS max_attempts
         FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
@@ -126,7 +160,13 @@ BEGIN
             LIMIT a.n
             FOR UPDATE SKIP LOCKED
         ) AS c
-        ORDER BY c.priority DESC, c.run_at, c.id
+        UNION ALL
+        -- Chosen and locked by pgq._claim_keyed (empty unless an entrypoint has keys).
+        SELECT k.id, k.priority, k.run_at, a.timeout, a.max_attempts
+        FROM pgq._jobs AS k
+        JOIN allowance AS a ON a.ep = k.entrypoint
+        WHERE k.id = ANY (v_keyed_ids)
+        ORDER BY 2 DESC, 3, 1
         LIMIT claim.batch_size
     ),
     claimed AS (
@@ -138,7 +178,8 @@ BEGIN
         FROM candidates AS c
         WHERE j.id = c.id
         RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                  j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout
+                  j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
+                  j.concurrency_key
     ),
     -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
     -- refilling from its last spend).

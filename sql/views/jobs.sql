@@ -18,7 +18,9 @@ SELECT
     j.dedupe_key,
     j.last_error,
     j.payload,
-    j.headers
+    j.headers,
+    j.concurrency_key,
+    j.snoozes
 FROM pgq._jobs AS j
 LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint;
 
