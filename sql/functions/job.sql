@@ -94,8 +94,6 @@ BEGIN
             'max_attempts', NULL,
             'deliveries', v_out.deliveries,
             'dedupe_key', NULL,
-            'concurrency_key', NULL,
-            'snoozes', NULL,
             'worker_id', v_out.worker_id,
             'cancel_requested', FALSE,
             'enqueued_at', v_out.enqueued_at,
