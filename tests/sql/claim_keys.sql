@@ -28,8 +28,10 @@ SELECT is(
     'claims of one at a time rotate between the keys'
 );
 SELECT is(
-    (SELECT array_agg((j.payload ->> 'n')::integer ORDER BY j.id) FROM pgq._jobs AS j
-     WHERE j.entrypoint = 'ka' AND j.status = 'running' AND j.concurrency_key = 'big'),
+    (
+        SELECT array_agg((j.payload ->> 'n')::integer ORDER BY j.id) FROM pgq._jobs AS j
+        WHERE j.entrypoint = 'ka' AND j.status = 'running' AND j.concurrency_key = 'big'
+    ),
     ARRAY[1, 2, 3],
     'within a key, the oldest jobs first'
 );
@@ -87,8 +89,8 @@ SELECT is(
     'nothing more while each key runs its job'
 );
 SELECT is(
-    (SELECT array_agg(c) FROM pgq.complete(:'w', ARRAY(SELECT t.id FROM t_first AS t WHERE t.concurrency_key = 'k1')) AS c),
-    ARRAY(SELECT t.id FROM t_first AS t WHERE t.concurrency_key = 'k1'),
+    (SELECT array_agg(c) FROM pgq.complete(:'w', array(SELECT t.id FROM t_first AS t WHERE t.concurrency_key = 'k1')) AS c),
+    array(SELECT t.id FROM t_first AS t WHERE t.concurrency_key = 'k1'),
     'k1''s job completes'
 );
 SELECT is(

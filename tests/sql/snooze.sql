@@ -7,11 +7,16 @@ SELECT plan(16);
 SELECT pgq.register_worker('w', ARRAY['sz']) AS w \gset
 SELECT pgq.register_worker('other', ARRAY['sz']) AS other \gset
 SELECT pgq.enqueue('sz', '{"n": 1}') AS j \gset
-SELECT id, deliveries FROM pgq.claim(:'w', ARRAY['sz']) \gset c_
+SELECT
+    id,
+    deliveries
+FROM pgq.claim(:'w', ARRAY['sz']) \gset c_
 
 SELECT is(pgq.snooze(:'other', :j, interval '1 minute'), NULL, 'another worker cannot snooze the job');
-SELECT is(pgq.snooze(:'w', :j, interval '1 minute', delivery => :c_deliveries + 1), NULL,
-    'another delivery cannot snooze the job');
+SELECT is(
+    pgq.snooze(:'w', :j, interval '1 minute', delivery => :c_deliveries + 1), NULL,
+    'another delivery cannot snooze the job'
+);
 SELECT is(pgq.snooze(:'w', :j, interval '1 minute', delivery => :c_deliveries), 'snoozed', 'the holder snoozes it');
 SELECT results_eq(
     $$SELECT j.status, j.attempt, j.snoozes, j.worker_id IS NULL, j.run_at = now() + interval '1 minute'
@@ -45,14 +50,22 @@ SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['sz']) AS c), :k::bigint, 'the
 SELECT pgq.cancel(ARRAY[:k]::bigint[]);
 SELECT is(pgq.snooze(:'w', :k, interval '1 minute'), 'canceled', 'a job whose cancel was requested is canceled');
 
-SELECT throws_ok(format('SELECT pgq.snooze(NULL, %s, interval ''1 s'')', :j), 'PQ001',
-    'pgq: invalid argument worker_id: must not be NULL', 'worker_id NULL raises PQ001');
-SELECT throws_ok(format('SELECT pgq.snooze(%L, NULL, interval ''1 s'')', :'w'), 'PQ001',
-    'pgq: invalid argument job_id: must not be NULL', 'job_id NULL raises PQ001');
-SELECT throws_ok(format('SELECT pgq.snooze(%L, %s, NULL)', :'w', :j), 'PQ001',
-    'pgq: invalid argument delay: must not be NULL', 'delay NULL raises PQ001');
-SELECT throws_ok(format('SELECT pgq.snooze(%L, %s, interval ''-1 s'')', :'w', :j), 'PQ001',
-    'pgq: invalid argument delay: -00:00:01 is out of range', 'a negative delay raises PQ001');
+SELECT throws_ok(
+    format('SELECT pgq.snooze(NULL, %s, interval ''1 s'')', :j), 'PQ001',
+    'pgq: invalid argument worker_id: must not be NULL', 'worker_id NULL raises PQ001'
+);
+SELECT throws_ok(
+    format('SELECT pgq.snooze(%L, NULL, interval ''1 s'')', :'w'), 'PQ001',
+    'pgq: invalid argument job_id: must not be NULL', 'job_id NULL raises PQ001'
+);
+SELECT throws_ok(
+    format('SELECT pgq.snooze(%L, %s, NULL)', :'w', :j), 'PQ001',
+    'pgq: invalid argument delay: must not be NULL', 'delay NULL raises PQ001'
+);
+SELECT throws_ok(
+    format('SELECT pgq.snooze(%L, %s, interval ''-1 s'')', :'w', :j), 'PQ001',
+    'pgq: invalid argument delay: -00:00:01 is out of range', 'a negative delay raises PQ001'
+);
 
 SELECT * FROM finish();
 ROLLBACK;
