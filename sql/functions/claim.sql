@@ -162,10 +162,11 @@ BEGIN
         ) AS c
         UNION ALL
         -- Chosen and locked by pgq._claim_keyed (empty unless an entrypoint has keys).
+        -- Through pgq._ids (an estimate of one row): see there.
         SELECT k.id, k.priority, k.run_at, a.timeout, a.max_attempts
-        FROM pgq._jobs AS k
+        FROM pgq._ids(v_keyed_ids) AS u (id)
+        JOIN pgq._jobs AS k ON k.id = u.id
         JOIN allowance AS a ON a.ep = k.entrypoint
-        WHERE k.id = ANY (v_keyed_ids)
         ORDER BY 2 DESC, 3, 1
         LIMIT claim.batch_size
     ),
