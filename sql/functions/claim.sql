@@ -134,65 +134,121 @@ BEGIN
         v_allowed := v_allowed || v_allow;
     END LOOP;
 
-    RETURN QUERY
-    WITH allowance AS (
-        SELECT
-            e.ep,
-            CASE WHEN e.ep = ANY (v_keyed) THEN 0
-                 ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
-            coalesce(q.timeout, d.timeout) AS timeout,
-            coalesce(q.max_attempts, d.max_attempts) AS max_attempts
-        FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
-        -- Once, not per row: a function returning a record is not folded to a constant.
-        CROSS JOIN pgq._defaults() AS d
-        LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-        LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
-        WHERE NOT coalesce(q.paused, FALSE)
-    ),
-    candidates AS (
-        SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
-        FROM allowance AS a
-        CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.run_at
-            FROM pgq._jobs AS j
-            WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
-            ORDER BY j.priority DESC, j.run_at, j.id
-            LIMIT a.n
-            FOR UPDATE SKIP LOCKED
-        ) AS c
-        UNION ALL
-        -- Chosen and locked by pgq._claim_keyed (empty unless an entrypoint has keys).
-        -- Through pgq._ids (an estimate of one row): see there.
-        SELECT k.id, k.priority, k.run_at, a.timeout, a.max_attempts
-        FROM pgq._ids(v_keyed_ids) AS u (id)
-        JOIN pgq._jobs AS k ON k.id = u.id
-        JOIN allowance AS a ON a.ep = k.entrypoint
-        ORDER BY 2 DESC, 3, 1
-        LIMIT claim.batch_size
-    ),
-    claimed AS (
-        UPDATE pgq._jobs AS j
-        SET status = 'running',
-            worker_id = claim.worker_id,
-            deliveries = j.deliveries + 1,
-            started_at = now()
-        FROM candidates AS c
-        WHERE j.id = c.id
-        RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                  j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
-                  j.concurrency_key
-    ),
-    -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
-    -- refilling from its last spend).
-    spent AS (
-        UPDATE pgq._queues AS q
-        SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
-        FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
-        JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
-            ON n.entrypoint = t.ep
-        WHERE q.entrypoint = t.ep
-    )
-    SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+    -- Two statements, so that claims without keyed jobs run (and cache) the same plan as
+    -- before keys existed.
+    IF cardinality(v_keyed_ids) = 0 THEN
+        RETURN QUERY
+        WITH allowance AS (
+            SELECT
+                e.ep,
+                CASE WHEN e.ep = ANY (v_keyed) THEN 0
+                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
+                coalesce(q.timeout, d.timeout) AS timeout,
+                coalesce(q.max_attempts, d.max_attempts) AS max_attempts
+            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+            -- Once, not per row: a function returning a record is not folded to a constant.
+            CROSS JOIN pgq._defaults() AS d
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
+            WHERE NOT coalesce(q.paused, FALSE)
+        ),
+        candidates AS (
+            SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
+            FROM allowance AS a
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.run_at
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT a.n
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT claim.batch_size
+        ),
+        claimed AS (
+            UPDATE pgq._jobs AS j
+            SET status = 'running',
+                worker_id = claim.worker_id,
+                deliveries = j.deliveries + 1,
+                started_at = now()
+            FROM candidates AS c
+            WHERE j.id = c.id
+            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+                      j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
+                      j.concurrency_key
+        ),
+        -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
+        -- refilling from its last spend).
+        spent AS (
+            UPDATE pgq._queues AS q
+            SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
+            FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
+            JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
+                ON n.entrypoint = t.ep
+            WHERE q.entrypoint = t.ep
+        )
+        SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+    ELSE
+        RETURN QUERY
+        WITH allowance AS (
+            SELECT
+                e.ep,
+                CASE WHEN e.ep = ANY (v_keyed) THEN 0
+                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
+                coalesce(q.timeout, d.timeout) AS timeout,
+                coalesce(q.max_attempts, d.max_attempts) AS max_attempts
+            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+            -- Once, not per row: a function returning a record is not folded to a constant.
+            CROSS JOIN pgq._defaults() AS d
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
+            WHERE NOT coalesce(q.paused, FALSE)
+        ),
+        candidates AS (
+            SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
+            FROM allowance AS a
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.run_at
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT a.n
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            UNION ALL
+            -- Chosen and locked by pgq._claim_keyed.
+            SELECT k.id, k.priority, k.run_at, a.timeout, a.max_attempts
+            FROM unnest(v_keyed_ids) AS u (id)
+            JOIN pgq._jobs AS k ON k.id = u.id
+            JOIN allowance AS a ON a.ep = k.entrypoint
+            ORDER BY 2 DESC, 3, 1
+            LIMIT claim.batch_size
+        ),
+        claimed AS (
+            UPDATE pgq._jobs AS j
+            SET status = 'running',
+                worker_id = claim.worker_id,
+                deliveries = j.deliveries + 1,
+                started_at = now()
+            FROM candidates AS c
+            WHERE j.id = c.id
+            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+                      j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
+                      j.concurrency_key
+        ),
+        -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
+        -- refilling from its last spend).
+        spent AS (
+            UPDATE pgq._queues AS q
+            SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
+            FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
+            JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
+                ON n.entrypoint = t.ep
+            WHERE q.entrypoint = t.ep
+        )
+        SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+    END IF;
 END
 $$;
 
