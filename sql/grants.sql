@@ -47,8 +47,8 @@ GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Producers enqueue and follow their jobs.
 GRANT EXECUTE ON FUNCTION
-pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[]),
-pgq.enqueue_batch(text, jsonb[], integer, timestamptz),
+pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text),
+pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[]),
 pgq.enqueue_trigger(),
 pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;
@@ -65,6 +65,7 @@ pgq.heartbeat(uuid, bigint[]),
 pgq.complete(uuid, bigint[], jsonb[], integer[]),
 pgq.release(uuid, bigint[]),
 pgq.fail(uuid, bigint, text, interval, integer),
+pgq.snooze(uuid, bigint, interval, integer),
 pgq.reap(),
 pgq.sweep(),
 pgq.settings(text[]),
@@ -77,7 +78,9 @@ pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
 pgq.pause(text),
 pgq.resume(text),
-pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer),
+pgq.configure(
+    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer
+),
 pgq.schedule(text, text, text, jsonb),
 pgq.unschedule(text),
 pgq.run_schedules(timestamptz),

@@ -18,7 +18,7 @@ from .errors import (
     WorkerGone,
     WrongIsolation,
 )
-from .job import Job, JobCancelled
+from .job import Job, JobCancelled, Snooze
 from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 from .worker import Worker
 
@@ -37,6 +37,7 @@ __all__ = [
     "QueueRow",
     "ScheduleRow",
     "SchemaError",
+    "Snooze",
     "StatsRow",
     "UnknownJob",
     "UnknownWorker",

@@ -112,6 +112,7 @@ class AsyncClient:
         headers: dict[str, Any] | None = None,
         max_attempts: int | None = None,
         depends_on: Iterable[int] | None = None,
+        concurrency_key: str | None = None,
         conn: Conn = None,
     ) -> int:
         call = q.enqueue(
@@ -123,6 +124,7 @@ class AsyncClient:
             headers=headers,
             max_attempts=max_attempts,
             depends_on=depends_on,
+            concurrency_key=concurrency_key,
         )
         return int(await self._run(call, conn))
 
@@ -133,9 +135,12 @@ class AsyncClient:
         *,
         priority: int = 0,
         run_at: datetime | timedelta | None = None,
+        concurrency_keys: Sequence[str | None] | None = None,
         conn: Conn = None,
     ) -> list[int]:
-        call = q.enqueue_batch(entrypoint, payloads, priority=priority, run_at=run_at)
+        call = q.enqueue_batch(
+            entrypoint, payloads, priority=priority, run_at=run_at, concurrency_keys=concurrency_keys
+        )
         ids: list[int] = await self._run(call, conn)
         return ids
 
@@ -205,6 +210,18 @@ class AsyncClient:
         outcome: str | None = await self._run(q.fail(worker_id, job_id, error, retry_in, delivery), conn)
         return outcome
 
+    async def snooze(
+        self,
+        worker_id: Any,
+        job_id: int,
+        delay: timedelta,
+        *,
+        delivery: int | None = None,
+        conn: Conn = None,
+    ) -> str | None:
+        outcome: str | None = await self._run(q.snooze(worker_id, job_id, delay, delivery), conn)
+        return outcome
+
     async def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.cancel(job_ids), conn))
 
@@ -230,6 +247,8 @@ class AsyncClient:
         rate: Decimal | float | None = None,
         retention: Interval = None,
         max_deliveries: int | None = None,
+        key_concurrency: int | None = None,
+        max_snoozes: int | None = None,
         conn: Conn = None,
     ) -> None:
         call = q.configure(
@@ -243,6 +262,8 @@ class AsyncClient:
             rate=rate,
             retention=retention,
             max_deliveries=max_deliveries,
+            key_concurrency=key_concurrency,
+            max_snoozes=max_snoozes,
         )
         await self._run(call, conn)
 

@@ -127,6 +127,7 @@ class Client:
         headers: dict[str, Any] | None = None,
         max_attempts: int | None = None,
         depends_on: Iterable[int] | None = None,
+        concurrency_key: str | None = None,
         conn: Conn = None,
     ) -> int:
         """Enqueue one job (pgq.enqueue); returns its id.
@@ -135,7 +136,9 @@ class Client:
         or a timedelta from the database's now(). A live job with the same entrypoint and
         dedupe_key is not duplicated: its id is returned. depends_on: ids of jobs that must
         succeed first: the job is 'waiting' until they all have, and is canceled if one of
-        them ends dead or canceled. Raises InvalidArgument, PayloadTooLarge.
+        them ends dead or canceled. concurrency_key: the key (a tenant, a customer) the job
+        counts against: claims rotate among keys, and the entrypoint's key_concurrency limits
+        the running jobs of one key. Raises InvalidArgument, PayloadTooLarge.
         """
         call = q.enqueue(
             entrypoint,
@@ -146,6 +149,7 @@ class Client:
             headers=headers,
             max_attempts=max_attempts,
             depends_on=depends_on,
+            concurrency_key=concurrency_key,
         )
         return int(self._run(call, conn))
 
@@ -156,13 +160,15 @@ class Client:
         *,
         priority: int = 0,
         run_at: datetime | timedelta | None = None,
+        concurrency_keys: Sequence[str | None] | None = None,
         conn: Conn = None,
     ) -> list[int]:
         """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
         in the order of payloads. At most 100000 payloads. Raises InvalidArgument, PayloadTooLarge."""
-        ids: list[int] = self._run(
-            q.enqueue_batch(entrypoint, payloads, priority=priority, run_at=run_at), conn
+        call = q.enqueue_batch(
+            entrypoint, payloads, priority=priority, run_at=run_at, concurrency_keys=concurrency_keys
         )
+        ids: list[int] = self._run(call, conn)
         return ids
 
     # --- following jobs --------------------------------------------------------------
@@ -246,6 +252,21 @@ class Client:
         outcome: str | None = self._run(q.fail(worker_id, job_id, error, retry_in, delivery), conn)
         return outcome
 
+    def snooze(
+        self,
+        worker_id: Any,
+        job_id: int,
+        delay: timedelta,
+        *,
+        delivery: int | None = None,
+        conn: Conn = None,
+    ) -> str | None:
+        """Put a held job back for `delay` without spending an attempt (pgq.snooze):
+        'snoozed'; 'queued', 'dead' or 'canceled' past max_snoozes (the job failed); None
+        when the worker no longer holds it (or that delivery)."""
+        outcome: str | None = self._run(q.snooze(worker_id, job_id, delay, delivery), conn)
+        return outcome
+
     # --- administration --------------------------------------------------------------
 
     def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
@@ -278,6 +299,8 @@ class Client:
         rate: Decimal | float | None = None,
         retention: Interval = None,
         max_deliveries: int | None = None,
+        key_concurrency: int | None = None,
+        max_snoozes: int | None = None,
         conn: Conn = None,
     ) -> None:
         """Set per-entrypoint settings (pgq.configure); None leaves a setting as it is.
@@ -285,6 +308,8 @@ class Client:
         Intervals are timedeltas or PostgreSQL interval text ("30 seconds").
         concurrency=0 removes the limit. rate: jobs started per second across all workers
         (0.001 to 1000000; a Decimal, or a float or int); rate=0 removes the limit.
+        key_concurrency: the most running jobs of one concurrency key (1: one at a time, in
+        order); 0 removes the limit. max_snoozes: how often one job may snooze.
         Raises InvalidArgument; nothing changes then.
         """
         call = q.configure(
@@ -298,6 +323,8 @@ class Client:
             rate=rate,
             retention=retention,
             max_deliveries=max_deliveries,
+            key_concurrency=key_concurrency,
+            max_snoozes=max_snoozes,
         )
         self._run(call, conn)
 

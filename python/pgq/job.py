@@ -13,6 +13,19 @@ class JobCancelled(Exception):
     """Raise from a handler to stop a job whose cancellation was requested (see Job.cancelled)."""
 
 
+class Snooze(Exception):
+    """Raise from a handler to put the job back for `seconds` without spending an attempt
+    (pgq.snooze): a rate-limited API, a resource not ready yet. A job may snooze the
+    entrypoint's max_snoozes times (default 100); past that the snooze fails it."""
+
+    def __init__(self, seconds: float) -> None:
+        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+        if not number or not 0 <= seconds <= 315_360_000:
+            raise ValueError(f"Snooze: seconds must be 0 to 10 years, not {seconds!r}")
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = float(seconds)
+
+
 @dataclass(frozen=True)
 class Job:
     """One delivery of a job.
@@ -35,6 +48,8 @@ class Job:
     max_attempts: int | None
     timeout: timedelta
     worker_id: UUID = field(repr=False)
+    # The key it counts against (pgq.enqueue's concurrency_key), or None.
+    concurrency_key: str | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @property

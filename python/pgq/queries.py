@@ -145,13 +145,15 @@ def enqueue(
     headers: dict[str, Any] | None,
     max_attempts: int | None,
     depends_on: Iterable[int] | None,
+    concurrency_key: str | None = None,
 ) -> Call:
     run_at_sql, run_at_value = _run_at(run_at)
     query = (
         "SELECT pgq.enqueue(entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb,"
         f" priority => %(priority)s::integer, run_at => {run_at_sql},"
         " dedupe_key => %(dedupe_key)s::text, headers => %(headers)s::jsonb,"
-        " max_attempts => %(max_attempts)s::integer, depends_on => %(depends_on)s::bigint[])"
+        " max_attempts => %(max_attempts)s::integer, depends_on => %(depends_on)s::bigint[]"
+        + (", concurrency_key => %(concurrency_key)s::text)" if concurrency_key is not None else ")")
     )
     params = {
         "entrypoint": entrypoint,
@@ -162,24 +164,32 @@ def enqueue(
         "headers": _json(tracing.inject(headers)),
         "max_attempts": max_attempts,
         "depends_on": None if depends_on is None else _ids("depends_on", depends_on),
+        "concurrency_key": concurrency_key,
     }
     return Call(query, params, convert=int)
 
 
 def enqueue_batch(
-    entrypoint: str, payloads: Iterable[Any], *, priority: int, run_at: datetime | timedelta | None
+    entrypoint: str,
+    payloads: Iterable[Any],
+    *,
+    priority: int,
+    run_at: datetime | timedelta | None,
+    concurrency_keys: Sequence[str | None] | None = None,
 ) -> Call:
     run_at_sql, run_at_value = _run_at(run_at)
+    keys = "" if concurrency_keys is None else ", concurrency_keys => %(keys)s::text[]"
     query = (
         "SELECT id FROM pgq.enqueue_batch("
         "entrypoint => %(entrypoint)s::text, payloads => %(payloads)s::jsonb[],"
-        f" priority => %(priority)s::integer, run_at => {run_at_sql}) AS id"
+        f" priority => %(priority)s::integer, run_at => {run_at_sql}{keys}) AS id"
     )
     params = {
         "entrypoint": entrypoint,
         "payloads": [_json(p) for p in payloads],
         "priority": priority,
         "run_at": run_at_value,
+        "keys": None if concurrency_keys is None else list(concurrency_keys),
     }
     return Call(query, params, shape="column", convert=lambda ids: [int(i) for i in ids])
 
@@ -243,6 +253,14 @@ def fail(worker_id: Any, job_id: int, error: str, retry_in: timedelta | None, de
     return Call(f"SELECT pgq.fail({args})", params)
 
 
+def snooze(worker_id: Any, job_id: int, delay: timedelta, delivery: int | None) -> Call:
+    args, params = _named(
+        {"worker_id": ("uuid", worker_id), "job_id": ("bigint", job_id), "delay": ("interval", delay)},
+        {"delivery": ("integer", delivery)},
+    )
+    return Call(f"SELECT pgq.snooze({args})", params)
+
+
 # --- administration --------------------------------------------------------------------------
 
 
@@ -277,6 +295,8 @@ def configure(
     rate: Decimal | float | None,
     retention: IntervalArg,
     max_deliveries: int | None,
+    key_concurrency: int | None = None,
+    max_snoozes: int | None = None,
 ) -> Call:
     intervals = {
         "backoff_base": backoff_base,
@@ -293,7 +313,11 @@ def configure(
             "concurrency": ("integer", concurrency),
             "rate": ("numeric", rate),
         },
-        {"max_deliveries": ("integer", max_deliveries)},
+        {
+            "max_deliveries": ("integer", max_deliveries),
+            "key_concurrency": ("integer", key_concurrency),
+            "max_snoozes": ("integer", max_snoozes),
+        },
     )
     checks = tuple((name, value) for name, value in intervals.items() if isinstance(value, str))
     return Call(f"SELECT pgq.configure({args})", params, shape="none", intervals=checks)

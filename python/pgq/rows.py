@@ -36,6 +36,8 @@ class QueueRow:
     backoff_max: timedelta
     retention: timedelta
     max_deliveries: int
+    key_concurrency: int | None
+    max_snoozes: int
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class JobRow:
     last_error: str | None
     payload: Any
     headers: dict[str, Any] | None
+    concurrency_key: str | None
+    snoozes: int
 
 
 @dataclass(frozen=True)

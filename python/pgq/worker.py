@@ -40,7 +40,7 @@ from . import tracing
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from .dsn import resolve_dsn
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
-from .job import Job, JobCancelled
+from .job import Job, JobCancelled, Snooze
 
 log = logging.getLogger("pgq.worker")
 
@@ -437,6 +437,8 @@ class Worker:
             )
         except NotJson as exc:
             await self._fail(run, str(exc))
+        except Snooze as exc:
+            await self._snooze(run, exc.seconds)
         except Exception:  # JobCancelled included: pgq.fail cancels a job whose cancel was requested
             await self._fail(run, traceback.format_exc())
         finally:
@@ -490,6 +492,24 @@ class Worker:
             status, "failed (no longer held by this delivery)"
         )
         self._outcome(job, outcome, time.monotonic() - run.t0, logging.WARNING, f": {last_line}")
+
+    async def _snooze(self, run: Run, seconds: float) -> None:
+        job = run.job
+        try:
+            rows = await self._persist(
+                f"snooze job {job.id}",
+                "SELECT pgq.snooze(worker_id => %s::uuid, job_id => %s::bigint,"
+                " delay => make_interval(secs => %s::float8), delivery => %s::int) AS status",
+                (job.worker_id, job.id, seconds, job.deliveries),
+            )
+        except (PgqError, _Stopping) as exc:
+            log.error("job %d (%s): could not snooze: %s", job.id, job.entrypoint, exc)
+            return
+        finally:
+            self._settled(run)
+            self._wake.set()
+        status = rows[0]["status"] or "not held by this delivery any more"
+        self._outcome(job, "snoozed", time.monotonic() - run.t0, detail=f" for {seconds:.1f} s -> {status}")
 
     # --- completing ---------------------------------------------------------------------
 

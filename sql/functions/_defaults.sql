@@ -7,7 +7,8 @@ CREATE OR REPLACE FUNCTION pgq._defaults(
     OUT lease interval,
     OUT timeout interval,
     OUT retention interval,
-    OUT max_deliveries integer
+    OUT max_deliveries integer,
+    OUT max_snoozes integer
 )
 LANGUAGE sql
 IMMUTABLE
@@ -20,5 +21,6 @@ AS $$
         interval '30 seconds',
         interval '1 hour',
         interval '7 days',
-        10
+        10,
+        100
 $$;

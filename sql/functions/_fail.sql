@@ -34,7 +34,7 @@ BEGIN
         coalesce(v_job.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts),
         coalesce(q.backoff_base, (pgq._defaults()).backoff_base),
         coalesce(q.backoff_max, (pgq._defaults()).backoff_max),
-        q.concurrency IS NOT NULL
+        q.concurrency IS NOT NULL OR q.key_concurrency IS NOT NULL
     INTO v_max, v_base, v_cap, v_limited
     FROM (SELECT 1) AS one
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;

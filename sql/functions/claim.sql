@@ -6,6 +6,16 @@
 -- jobs; with a rate, at most the whole tokens of its bucket, which refills at `rate` per
 -- second up to max(1, rate/10) tokens (so no 1-second window sees more than about
 -- 1.1 * rate starts). Entrypoints without limits take no lock beyond the claimed rows.
+-- Keys: an entrypoint that has jobs with a concurrency key (pgq.enqueue's concurrency_key)
+-- is claimed under the same lock, by a path of its own. Priority still comes first; within
+-- a priority the claim rotates among keys: each key's oldest due job comes before any key's
+-- second one, and keys take turns in key order from where the last claim ended (the
+-- entrypoint's key_cursor), so a key with 100000 queued jobs does not delay one with 10.
+-- Jobs without a key in such an entrypoint take part as one key of their own. With
+-- key_concurrency, a key gets at most (limit - its running jobs); 1 runs a key's jobs one at
+-- a time, in claim order (per-key FIFO; a failed job waits for its retry, and the key's next
+-- job may run meanwhile). The work grows with the number of keys that have queued jobs.
+-- Entrypoints without keyed jobs take none of this.
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
 --   worker registered); batch_size (1 to 10000, default 1).
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
@@ -25,7 +35,8 @@ RETURNS TABLE (
     enqueued_at timestamptz,
     run_at timestamptz,
     max_attempts integer,
-    timeout interval
+    timeout interval,
+    concurrency_key text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -45,6 +56,10 @@ DECLARE
     v_stamps timestamptz[] := '{}';
     v_now timestamptz;
     v_bucket double precision;
+    v_keyed text[] := '{}';
+    v_keyed_ids bigint[] := '{}';
+    v_ids bigint[];
+    v_cursor text;
 BEGIN
     PERFORM pgq._check_worker_role(worker_id);
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
@@ -61,15 +76,16 @@ BEGIN
     -- Limits: lock the settings rows in a fixed order (no deadlocks), then count running
     -- jobs in a fresh snapshot taken after the lock was granted.
     FOR v_queue IN
-        SELECT q.entrypoint, q.concurrency, q.rate, q.rate_tokens, q.rate_refilled_at
+        SELECT q.entrypoint, q.concurrency, q.rate, q.rate_tokens, q.rate_refilled_at, q.keyed, q.key_concurrency,
+               q.key_cursor
         FROM pgq._queues AS q
-        WHERE q.entrypoint = ANY (entrypoints) AND (q.concurrency IS NOT NULL OR q.rate IS NOT NULL)
+        WHERE q.entrypoint = ANY (entrypoints) AND (q.concurrency IS NOT NULL OR q.rate IS NOT NULL OR q.keyed)
           AND NOT q.paused
         ORDER BY q.entrypoint
         FOR NO KEY UPDATE
     LOOP
         v_allow := claim.batch_size;
-        IF v_queue.concurrency IS NOT NULL THEN
+        IF v_queue.concurrency IS NOT NULL OR v_queue.key_concurrency IS NOT NULL THEN
             -- The count must see claims that committed while this one waited for the lock:
             -- only READ COMMITTED takes a fresh snapshot per statement.
             IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -79,6 +95,8 @@ BEGIN
                     DETAIL = 'Its concurrency limit is counted under a lock; an older snapshot would miss running jobs.',
                     HINT = 'Call pgq.claim outside explicit REPEATABLE READ or SERIALIZABLE transactions.';
             END IF;
+        END IF;
+        IF v_queue.concurrency IS NOT NULL THEN
             SELECT count(*) INTO v_running
             FROM pgq._jobs AS j
             WHERE j.entrypoint = v_queue.entrypoint AND j.status = 'running';
@@ -98,60 +116,140 @@ BEGIN
             v_tokens := v_tokens || v_bucket;
             v_stamps := v_stamps || v_now;
         END IF;
+        IF v_queue.keyed AND v_allow > 0 THEN
+            v_ids := pgq._claim_keyed(v_queue.entrypoint, v_allow, v_queue.key_concurrency, v_queue.key_cursor);
+            IF cardinality(v_ids) > 0 THEN
+                -- The key the claim ended on: the next claim starts after it.
+                UPDATE pgq._queues AS q
+                SET key_cursor = (SELECT coalesce(j.concurrency_key, '') FROM pgq._jobs AS j
+                                  WHERE j.id = v_ids[cardinality(v_ids)])
+                WHERE q.entrypoint = v_queue.entrypoint;
+                v_keyed_ids := v_keyed_ids || v_ids;
+            END IF;
+        END IF;
+        IF v_queue.keyed THEN
+            -- The general path below takes nothing of it.
+            v_keyed := v_keyed || v_queue.entrypoint;
+        END IF;
         v_limited := v_limited || v_queue.entrypoint;
         v_allowed := v_allowed || v_allow;
     END LOOP;
 
-    RETURN QUERY
-    WITH allowance AS (
-        SELECT
-            e.ep,
-            least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) AS n,
-            coalesce(q.timeout, d.timeout) AS timeout,
-            coalesce(q.max_attempts, d.max_attempts) AS max_attempts
-        FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
-        -- Once, not per row: a function returning a record is not folded to a constant.
-        CROSS JOIN pgq._defaults() AS d
-        LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-        LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
-        WHERE NOT coalesce(q.paused, FALSE)
-    ),
-    candidates AS (
-        SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
-        FROM allowance AS a
-        CROSS JOIN LATERAL (
-            SELECT j.id, j.priority, j.run_at
-            FROM pgq._jobs AS j
-            WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
-            ORDER BY j.priority DESC, j.run_at, j.id
-            LIMIT a.n
-            FOR UPDATE SKIP LOCKED
-        ) AS c
-        ORDER BY c.priority DESC, c.run_at, c.id
-        LIMIT claim.batch_size
-    ),
-    claimed AS (
-        UPDATE pgq._jobs AS j
-        SET status = 'running',
-            worker_id = claim.worker_id,
-            deliveries = j.deliveries + 1,
-            started_at = now()
-        FROM candidates AS c
-        WHERE j.id = c.id
-        RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                  j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout
-    ),
-    -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
-    -- refilling from its last spend).
-    spent AS (
-        UPDATE pgq._queues AS q
-        SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
-        FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
-        JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
-            ON n.entrypoint = t.ep
-        WHERE q.entrypoint = t.ep
-    )
-    SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+    -- Two statements, so that claims without keyed jobs run (and cache) the same plan as
+    -- before keys existed.
+    IF cardinality(v_keyed_ids) = 0 THEN
+        RETURN QUERY
+        WITH allowance AS (
+            SELECT
+                e.ep,
+                CASE WHEN e.ep = ANY (v_keyed) THEN 0
+                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
+                coalesce(q.timeout, d.timeout) AS timeout,
+                coalesce(q.max_attempts, d.max_attempts) AS max_attempts
+            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+            -- Once, not per row: a function returning a record is not folded to a constant.
+            CROSS JOIN pgq._defaults() AS d
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
+            WHERE NOT coalesce(q.paused, FALSE)
+        ),
+        candidates AS (
+            SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
+            FROM allowance AS a
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.run_at
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT a.n
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT claim.batch_size
+        ),
+        claimed AS (
+            UPDATE pgq._jobs AS j
+            SET status = 'running',
+                worker_id = claim.worker_id,
+                deliveries = j.deliveries + 1,
+                started_at = now()
+            FROM candidates AS c
+            WHERE j.id = c.id
+            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+                      j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
+                      j.concurrency_key
+        ),
+        -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
+        -- refilling from its last spend).
+        spent AS (
+            UPDATE pgq._queues AS q
+            SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
+            FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
+            JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
+                ON n.entrypoint = t.ep
+            WHERE q.entrypoint = t.ep
+        )
+        SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+    ELSE
+        RETURN QUERY
+        WITH allowance AS (
+            SELECT
+                e.ep,
+                CASE WHEN e.ep = ANY (v_keyed) THEN 0
+                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
+                coalesce(q.timeout, d.timeout) AS timeout,
+                coalesce(q.max_attempts, d.max_attempts) AS max_attempts
+            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+            -- Once, not per row: a function returning a record is not folded to a constant.
+            CROSS JOIN pgq._defaults() AS d
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
+            WHERE NOT coalesce(q.paused, FALSE)
+        ),
+        candidates AS (
+            SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
+            FROM allowance AS a
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.run_at
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT a.n
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            UNION ALL
+            -- Chosen and locked by pgq._claim_keyed.
+            SELECT k.id, k.priority, k.run_at, a.timeout, a.max_attempts
+            FROM unnest(v_keyed_ids) AS u (id)
+            JOIN pgq._jobs AS k ON k.id = u.id
+            JOIN allowance AS a ON a.ep = k.entrypoint
+            ORDER BY 2 DESC, 3, 1
+            LIMIT claim.batch_size
+        ),
+        claimed AS (
+            UPDATE pgq._jobs AS j
+            SET status = 'running',
+                worker_id = claim.worker_id,
+                deliveries = j.deliveries + 1,
+                started_at = now()
+            FROM candidates AS c
+            WHERE j.id = c.id
+            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+                      j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
+                      j.concurrency_key
+        ),
+        -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
+        -- refilling from its last spend).
+        spent AS (
+            UPDATE pgq._queues AS q
+            SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
+            FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
+            JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
+                ON n.entrypoint = t.ep
+            WHERE q.entrypoint = t.ep
+        )
+        SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+    END IF;
 END
 $$;
 

@@ -98,7 +98,7 @@ BEGIN
     END IF;
     PERFORM pg_notify('pgq', q.entrypoint)
     FROM pgq._queues AS q
-    WHERE q.entrypoint = ANY (v_entrypoints) AND q.concurrency IS NOT NULL;
+    WHERE q.entrypoint = ANY (v_entrypoints) AND (q.concurrency IS NOT NULL OR q.key_concurrency IS NOT NULL);
     RETURN QUERY SELECT unnest(v_done);
 END
 $$;

@@ -15,6 +15,11 @@
 -- max_deliveries (0-1000, default 10): a job whose worker is lost (crashed, killed, cut off
 --   past its lease) this many times goes dead instead of being delivered again, so a job
 --   that kills its worker cannot do so forever; 0 removes the cap.
+-- key_concurrency (1-1000000): the most running jobs of one concurrency key across all
+--   workers; 1 runs each key's jobs one at a time, in order (per-key FIFO); 0 removes the
+--   limit (no limit by default).
+-- max_snoozes (0-1000000, default 100): how often one job may snooze (pgq.snooze); a
+--   snooze past it fails the job instead.
 -- Returns nothing. Raises PQ001 for invalid arguments; nothing changes then.
 CREATE OR REPLACE FUNCTION pgq.configure(
     entrypoint text,
@@ -26,7 +31,9 @@ CREATE OR REPLACE FUNCTION pgq.configure(
     concurrency integer DEFAULT NULL,
     rate numeric DEFAULT NULL,
     retention interval DEFAULT NULL,
-    max_deliveries integer DEFAULT NULL
+    max_deliveries integer DEFAULT NULL,
+    key_concurrency integer DEFAULT NULL,
+    max_snoozes integer DEFAULT NULL
 )
 RETURNS void
 LANGUAGE plpgsql
@@ -62,6 +69,14 @@ BEGIN
         PERFORM pgq._invalid('max_deliveries', format('%s is out of range', max_deliveries),
             'Use 1 to 1000 lost deliveries before a job is dead, or 0 for no cap.');
     END IF;
+    IF key_concurrency IS NOT NULL AND (key_concurrency < 0 OR key_concurrency > 1000000) THEN
+        PERFORM pgq._invalid('key_concurrency', format('%s is out of range', key_concurrency),
+            'Use 1 to 1000000 running jobs per key (1: one at a time, in order), or 0 for no limit.');
+    END IF;
+    IF max_snoozes IS NOT NULL AND (max_snoozes < 0 OR max_snoozes > 1000000) THEN
+        PERFORM pgq._invalid('max_snoozes', format('%s is out of range', max_snoozes),
+            'Use 0 to 1000000 snoozes per job (0: a snooze fails the job).');
+    END IF;
 
     SELECT coalesce(configure.backoff_base, q.backoff_base, (pgq._defaults()).backoff_base),
            coalesce(configure.backoff_max, q.backoff_max, (pgq._defaults()).backoff_max)
@@ -75,12 +90,13 @@ BEGIN
 
     INSERT INTO pgq._queues AS q (
         entrypoint, max_attempts, backoff_base, backoff_max, lease, timeout, concurrency, rate, retention,
-        max_deliveries
+        max_deliveries, key_concurrency, max_snoozes
     )
     VALUES (
         configure.entrypoint, configure.max_attempts, configure.backoff_base, configure.backoff_max,
         configure.lease, configure.timeout, nullif(configure.concurrency, 0),
-        nullif(configure.rate, 0), configure.retention, configure.max_deliveries
+        nullif(configure.rate, 0), configure.retention, configure.max_deliveries,
+        nullif(configure.key_concurrency, 0), configure.max_snoozes
     )
     ON CONFLICT ON CONSTRAINT _queues_pkey DO UPDATE
     SET max_attempts = coalesce(excluded.max_attempts, q.max_attempts),
@@ -96,11 +112,14 @@ BEGIN
         rate_refilled_at = CASE WHEN configure.rate IS NULL THEN q.rate_refilled_at END,
         retention = coalesce(excluded.retention, q.retention),
         max_deliveries = coalesce(excluded.max_deliveries, q.max_deliveries),
+        key_concurrency = CASE WHEN configure.key_concurrency = 0 THEN NULL
+                               ELSE coalesce(excluded.key_concurrency, q.key_concurrency) END,
+        max_snoozes = coalesce(excluded.max_snoozes, q.max_snoozes),
         updated_at = now();
 END
 $$;
 
 COMMENT ON FUNCTION pgq.configure(
-    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer
+    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer
 ) IS
 'Set per-entrypoint settings (named arguments; NULL leaves a setting as it is).';

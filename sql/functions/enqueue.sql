@@ -3,7 +3,9 @@
 --   run_at (not before, default now); dedupe_key (a live job with the same entrypoint and
 --   key is not duplicated: its id is returned); headers (a JSON object); max_attempts
 --   (default: the entrypoint's setting); depends_on (ids of jobs that must succeed first:
---   the job is 'waiting' until they all have; if one ends dead or canceled, it is canceled).
+--   the job is 'waiting' until they all have; if one ends dead or canceled, it is canceled);
+--   concurrency_key (1-1000 bytes, e.g. 'customer:42': the entrypoint's claims rotate among
+--   keys, and its key_concurrency limits the running jobs of one key; see pgq.claim).
 -- Returns the job id. Raises PQ001 for invalid arguments, PQ004 for an oversized payload.
 -- Idle workers are woken by a NOTIFY on channel 'pgq' (payload: the entrypoint) at commit.
 CREATE OR REPLACE FUNCTION pgq.enqueue(
@@ -14,7 +16,8 @@ CREATE OR REPLACE FUNCTION pgq.enqueue(
     dedupe_key text DEFAULT NULL,
     headers jsonb DEFAULT NULL,
     max_attempts integer DEFAULT NULL,
-    depends_on bigint[] DEFAULT NULL
+    depends_on bigint[] DEFAULT NULL,
+    concurrency_key text DEFAULT NULL
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -30,6 +33,9 @@ DECLARE
     v_failed text;
 BEGIN
     PERFORM pgq._check_job(entrypoint, payload, run_at, dedupe_key, headers, max_attempts);
+    IF concurrency_key IS NOT NULL THEN
+        PERFORM pgq._check_keys('concurrency_key', ARRAY[concurrency_key], TRUE);
+    END IF;
     IF depends_on IS NOT NULL THEN
         SELECT d.waits_for, d.failed INTO v_waits_for, v_failed FROM pgq._dependencies(depends_on) AS d;
         IF v_failed IS NOT NULL THEN
@@ -53,15 +59,20 @@ BEGIN
     END IF;
     LOOP
         INSERT INTO pgq._jobs AS j (
-            entrypoint, payload, priority, run_at, dedupe_key, headers, max_attempts, status, depends_on
+            entrypoint, payload, priority, run_at, dedupe_key, headers, max_attempts, status, depends_on,
+            concurrency_key
         )
         VALUES (enqueue.entrypoint, enqueue.payload, coalesce(enqueue.priority, 0), v_run_at,
                 enqueue.dedupe_key, enqueue.headers, enqueue.max_attempts,
-                CASE WHEN v_waits_for IS NULL THEN 'queued' ELSE 'waiting' END, v_waits_for)
+                CASE WHEN v_waits_for IS NULL THEN 'queued' ELSE 'waiting' END, v_waits_for,
+                enqueue.concurrency_key)
         ON CONFLICT (entrypoint, dedupe_key) WHERE dedupe_key IS NOT NULL AND status <> 'dead'
         DO NOTHING
         RETURNING j.id INTO v_id;
         IF v_id IS NOT NULL THEN
+            IF enqueue.concurrency_key IS NOT NULL THEN
+                PERFORM pgq._mark_keyed(enqueue.entrypoint);
+            END IF;
             EXIT;
         END IF;
         -- A live job holds the key. It can finish between the two statements: then loop.
@@ -81,5 +92,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[]) IS
+COMMENT ON FUNCTION pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text) IS
 'Enqueue one job in the current transaction; returns its id (or the id of the live job with the same dedupe_key).';

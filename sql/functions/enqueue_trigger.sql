@@ -2,6 +2,8 @@
 --   CREATE TRIGGER t AFTER INSERT OR UPDATE OR DELETE ON orders
 --       FOR EACH ROW EXECUTE FUNCTION pgq.enqueue_trigger('process_order');
 -- Argument 1 (required): the entrypoint. Argument 2 (optional): the priority.
+-- Argument 3 (optional): the column of the row whose value is the job's concurrency key
+--   (e.g. 'customer_id'; a NULL value: no key); see pgq.enqueue.
 -- Payload: NEW (OLD on DELETE) as JSON; headers: {"table", "schema", "op"}.
 -- The job commits or rolls back with the row change. The trigger runs as the role that
 -- changed the row (SECURITY INVOKER: turning the row into JSON may call casts that the
@@ -15,6 +17,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_row jsonb;
+    v_key text;
 BEGIN
     -- Raised here, not through pgq._invalid: this function runs as the writer, who may not
     -- execute pgq's internal helpers.
@@ -33,11 +36,21 @@ BEGIN
     ELSE
         v_row := to_jsonb(NEW);
     END IF;
+    IF TG_NARGS > 2 THEN
+        IF NOT v_row ? TG_ARGV[2] THEN
+            RAISE EXCEPTION 'pgq: invalid argument trigger argument 3 (concurrency key column): % has no column %',
+                TG_TABLE_NAME, TG_ARGV[2]
+                USING ERRCODE = 'PQ001',
+                HINT = 'Name the column whose value is the concurrency key, e.g. ''customer_id''.';
+        END IF;
+        v_key := v_row ->> TG_ARGV[2];
+    END IF;
     PERFORM pgq.enqueue(
         entrypoint => TG_ARGV[0],
         payload => v_row,
         priority => coalesce(TG_ARGV[1]::integer, 0),
-        headers => jsonb_build_object('table', TG_TABLE_NAME, 'schema', TG_TABLE_SCHEMA, 'op', TG_OP)
+        headers => jsonb_build_object('table', TG_TABLE_NAME, 'schema', TG_TABLE_SCHEMA, 'op', TG_OP),
+        concurrency_key => v_key
     );
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;

@@ -2,7 +2,7 @@
 -- one jsonb document:
 --   id, entrypoint, status (as pgq.job_status), finished (true for succeeded, canceled and
 --   dead), payload, headers, priority, run_at (live jobs), attempt, max_attempts (live
---   jobs), deliveries, dedupe_key (live jobs), worker_id (running jobs, or the worker of
+--   jobs), deliveries, dedupe_key, concurrency_key and snoozes (live jobs), worker_id (running jobs, or the worker of
 --   the last run), cancel_requested, enqueued_at, started_at, finished_at, result (of a
 --   succeeded job), error (the last error, or why it was canceled),
 --   attempts: every failed attempt, oldest first: {attempt, deliveries, started_at,
@@ -61,6 +61,8 @@ BEGIN
             ),
             'deliveries', v_job.deliveries,
             'dedupe_key', v_job.dedupe_key,
+            'concurrency_key', v_job.concurrency_key,
+            'snoozes', v_job.snoozes,
             'worker_id', v_job.worker_id,
             'cancel_requested', v_job.cancel_requested,
             'enqueued_at', v_job.enqueued_at,

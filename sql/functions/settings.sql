@@ -15,7 +15,9 @@ RETURNS TABLE (
     concurrency integer,
     rate numeric,
     retention interval,
-    max_deliveries integer
+    max_deliveries integer,
+    key_concurrency integer,
+    max_snoozes integer
 )
 LANGUAGE plpgsql
 STABLE
@@ -37,7 +39,9 @@ BEGIN
         q.concurrency,
         q.rate,
         coalesce(q.retention, d.retention),
-        coalesce(q.max_deliveries, d.max_deliveries)
+        coalesce(q.max_deliveries, d.max_deliveries),
+        q.key_concurrency,
+        coalesce(q.max_snoozes, d.max_snoozes)
     FROM (SELECT DISTINCT u.ep FROM unnest(settings.entrypoints) AS u (ep)) AS e
     CROSS JOIN pgq._defaults() AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
@@ -46,4 +50,4 @@ END
 $$;
 
 COMMENT ON FUNCTION pgq.settings(text[]) IS
-'Effective settings of entrypoints (defaults filled in): paused, max_attempts, backoff, lease, timeout, limits, retention, max_deliveries.';
+'Effective settings of entrypoints (defaults filled in): paused, max_attempts, backoff, lease, timeout, limits, retention, max_deliveries, key_concurrency, max_snoozes.';

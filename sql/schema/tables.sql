@@ -31,7 +31,15 @@ CREATE TABLE pgq._queues (
     rate_tokens double precision,
     rate_refilled_at timestamptz,
     -- A job whose worker was lost this many times goes dead (NULL: default, 0: no cap).
-    max_deliveries integer
+    max_deliveries integer,
+    -- The most running jobs of one concurrency key (NULL: no limit).
+    key_concurrency integer,
+    -- A job with a concurrency key was enqueued here once: claims take the keyed path.
+    keyed boolean NOT NULL DEFAULT FALSE,
+    -- The key the last claim ended on: the next one rotates on from it (see pgq.claim).
+    key_cursor text,
+    -- How often one job may snooze (NULL: default).
+    max_snoozes integer
 );
 
 -- Live jobs only: queued, waiting, running and dead. Finished jobs leave this table for
@@ -61,6 +69,10 @@ CREATE TABLE pgq._jobs (
     -- Someone waits for this job's end (pgq.watch): its end is notified on channel
     -- pgq_finished. Jobs nobody waits for pay only the check of this flag.
     watched boolean NOT NULL DEFAULT FALSE,
+    -- The key (tenant, customer) this job counts against: per-key limits and fair claims.
+    concurrency_key text,
+    -- How often pgq.snooze put it back.
+    snoozes integer NOT NULL DEFAULT 0,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
@@ -74,6 +86,15 @@ CREATE TABLE pgq._jobs (
 -- The claim walks this index in claim order and stops after batch_size rows.
 CREATE INDEX _jobs_claim_idx ON pgq._jobs (entrypoint, priority DESC, run_at, id)
 WHERE status = 'queued';
+
+-- Keyed jobs only (entrypoints without keys pay nothing): the keyed claim finds each key's
+-- queue here, priority by priority.
+CREATE INDEX _jobs_key_idx ON pgq._jobs (entrypoint, priority DESC, concurrency_key, run_at, id)
+WHERE status = 'queued' AND concurrency_key IS NOT NULL;
+
+-- Running keyed jobs: per-key concurrency counts.
+CREATE INDEX _jobs_key_running_idx ON pgq._jobs (entrypoint, concurrency_key)
+WHERE status = 'running' AND concurrency_key IS NOT NULL;
 
 -- Running jobs: concurrency counts, reap and unregister scan only these.
 CREATE INDEX _jobs_running_idx ON pgq._jobs (entrypoint, worker_id) WHERE status = 'running';
@@ -132,7 +153,7 @@ CREATE TABLE pgq._outcomes (
     payload jsonb,
     headers jsonb,
     depends_on bigint[],
-    CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled'))
+    CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled', 'snoozed'))
 ) PARTITION BY RANGE (finished_at);
 
 CREATE TABLE pgq._outcomes_default PARTITION OF pgq._outcomes DEFAULT;

@@ -19,7 +19,9 @@ SELECT
     j.last_error,
     j.payload,
     j.headers,
-    j.depends_on
+    j.depends_on,
+    j.concurrency_key,
+    j.snoozes
 FROM pgq._jobs AS j
 LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint;
 

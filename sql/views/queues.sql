@@ -33,7 +33,9 @@ SELECT
     coalesce(q.backoff_base, d.backoff_base) AS backoff_base,
     coalesce(q.backoff_max, d.backoff_max) AS backoff_max,
     coalesce(q.retention, d.retention) AS retention,
-    coalesce(q.max_deliveries, d.max_deliveries) AS max_deliveries
+    coalesce(q.max_deliveries, d.max_deliveries) AS max_deliveries,
+    q.key_concurrency,
+    coalesce(q.max_snoozes, d.max_snoozes) AS max_snoozes
 FROM counts AS c
 FULL JOIN pgq._queues AS q ON c.entrypoint = q.entrypoint
 CROSS JOIN pgq._defaults() AS d

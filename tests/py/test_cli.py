@@ -376,17 +376,28 @@ def test_configure_sets_and_shows(dsn: str, client: Client) -> None:
             *("configure", "email", "--max-attempts", "8", "--backoff-base", "2 seconds"),
             *("--backoff-max", "10 minutes", "--lease", "45 seconds", "--timeout", "5 min"),
             *("--concurrency", "3", "--retention", "2 days", "--max-deliveries", "4"),
+            *("--key-concurrency", "2", "--max-snoozes", "7"),
         )
     )
     assert out.strip() == (
         "email: max_attempts=8 backoff_base=2s backoff_max=10m00s lease=45s timeout=5m00s"
-        " concurrency=3 rate=unlimited retention=2d00h00m max_deliveries=4 paused=no"
+        " concurrency=3 rate=unlimited retention=2d00h00m max_deliveries=4"
+        " key_concurrency=2 max_snoozes=7 paused=no"
     )
     [queue] = client.queues()
     assert (queue.lease, queue.concurrency) == (timedelta(seconds=45), 3)
     assert ok(run(dsn, "configure", "email")) == out  # no options: show only
     assert "concurrency=unlimited" in ok(run(dsn, "configure", "email", "--concurrency", "0"))
     assert "max_deliveries=no cap" in ok(run(dsn, "configure", "email", "--max-deliveries", "0"))
+    assert "key_concurrency=unlimited" in ok(run(dsn, "configure", "email", "--key-concurrency", "0"))
+
+
+def test_enqueue_concurrency_key(dsn: str, client: Client) -> None:
+    job_id = int(ok(run(dsn, "enqueue", "email", "--concurrency-key", "tenant:1")))
+    ok(run(dsn, "enqueue", "email", "--concurrency-key", "tenant:2", "--count", "3"))
+    keys = sorted(j.concurrency_key for j in client.jobs())
+    assert keys == ["tenant:1", "tenant:2", "tenant:2", "tenant:2"]
+    assert "concurrency key tenant:1" in ok(run(dsn, "job", str(job_id)))
 
 
 def test_configure_unknown_entrypoint_shows_defaults(dsn: str, client: Client) -> None:

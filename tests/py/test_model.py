@@ -89,6 +89,7 @@ SETTINGS = settings(
 ENTRYPOINT = st.sampled_from(ENTRYPOINTS)
 PRIORITY = st.sampled_from([0, 0, 1, 2, -1])
 KEY = st.sampled_from([None, "k1", "k1", "k2"])  # dedupe keys
+CKEY = st.sampled_from([None, None, "t1", "t2", "t3"])  # concurrency keys
 MAX_ATTEMPTS = st.sampled_from([None, 1, 1, 2, 3])
 ENTRYPOINT_SETS = [("a", "b"), ("a", "b"), ("a",), ("b",)]
 PICK = st.integers(0, 255)
@@ -105,6 +106,7 @@ CONFIGURE = {
     "timeout": st.sampled_from([None, None, 1, 20, 3600]),
     "backoff": st.sampled_from([(None, None), (None, None), (10, None), (1, 60), (None, 5), (10, 5)]),
     "max_deliveries": st.sampled_from([None, None, 0, 1, 2]),
+    "key_concurrency": st.sampled_from([None, None, 0, 1, 2]),
 }
 
 
@@ -138,6 +140,7 @@ class Job:
     lost: int = 0  # deliveries that ended with the worker lost (reaped): the poison-pill count
     # (outcome, attempt, deliveries, worker_id) rows of pgq.outcomes
     outcomes: list[tuple[str, int, int, uuid.UUID | None]] = field(default_factory=list)
+    concurrency_key: str | None = None
 
     @property
     def live(self) -> bool:
@@ -173,6 +176,9 @@ class Queue:
     timeout: int | None = None
     concurrency: int | None = None
     max_deliveries: int | None = None
+    key_concurrency: int | None = None
+    keyed: bool = False  # a job with a concurrency key was enqueued: claims rotate among keys
+    key_cursor: str | None = None  # the key the last keyed claim ended on
 
     def get(self, name: str) -> int:
         value = getattr(self, name)
@@ -347,10 +353,65 @@ class QueueModel(RuleBasedStateMachine):
         offset: int | None,
         key: str | None,
         max_att: int | None,
+        ckey: str | None = None,
     ) -> None:
         assert job_id not in self.jobs, f"enqueue returned the id {job_id} of an existing job"
         run_at = now if offset is None else now + max(offset, 0)
-        self.jobs[job_id] = Job(job_id, ep, priority, run_at, now, key, max_att)
+        self.jobs[job_id] = Job(job_id, ep, priority, run_at, now, key, max_att, concurrency_key=ckey)
+        if ckey is not None:
+            self.queues[ep].keyed = self.queues[ep].row = True
+
+    def keyed_candidates(self, ep: str, allowed: int, now: int) -> list[Job]:
+        """The claim of an entrypoint with keyed jobs (pgq._claim_keyed): within a priority,
+        each key's oldest due jobs take turns, keys in order from the cursor; a key gets at
+        most key_concurrency minus its running jobs; jobs without a key come from the head
+        of the plain order as the key ''."""
+        queue = self.queues[ep]
+        queued = [j for j in self.jobs.values() if j.entrypoint == ep and j.state == "queued"]
+        groups = sorted(
+            {(j.priority, j.concurrency_key) for j in queued if j.concurrency_key is not None},
+            key=lambda g: (-g[0], g[1]),
+        )
+
+        def room(key: str) -> int:
+            if queue.key_concurrency is None:
+                return allowed
+            running = sum(
+                1
+                for j in self.jobs.values()
+                if j.entrypoint == ep and j.state == "running" and j.concurrency_key == key
+            )
+            return min(allowed, max(queue.key_concurrency - running, 0))
+
+        pool: list[tuple[Job, str, int]] = []
+        for priority, key in groups:
+            mine = sorted(
+                (
+                    j
+                    for j in queued
+                    if self.due(j, now) and (j.priority, j.concurrency_key) == (priority, key)
+                ),
+                key=lambda j: (j.run_at, j.id),
+            )
+            pool += [(j, key, room(key)) for j in mine[: room(key)]]
+        head = sorted((j for j in queued if self.due(j, now)), key=Job.sort_key)[:allowed]
+        pool += [(j, "", allowed) for j in head if j.concurrency_key is None]
+        ranked = []
+        for job, key, limit in pool:
+            turn = sum(
+                1
+                for o, k, _ in pool
+                if (o.priority, k) == (job.priority, key) and (o.run_at, o.id) <= (job.run_at, job.id)
+            )
+            nth = sum(1 for o, k, _ in pool if k == key and o.sort_key() <= job.sort_key())
+            if nth <= limit:
+                after = queue.key_cursor is not None and key <= queue.key_cursor
+                ranked.append(((-job.priority, turn, after, key, job.run_at, job.id), job, key))
+        ranked.sort(key=lambda r: r[0])
+        taken = ranked[:allowed]
+        if taken:
+            queue.key_cursor = taken[-1][2]
+        return [job for _, job, _ in taken]
 
     # --- rules -------------------------------------------------------------------------------
 
@@ -389,15 +450,22 @@ class QueueModel(RuleBasedStateMachine):
         offset=st.sampled_from([None, -10, 0, 5, 40, 600]),
         key=KEY,
         max_attempts=MAX_ATTEMPTS,
+        ckey=CKEY,
     )
     def enqueue(
-        self, ep: str, priority: int, offset: int | None, key: str | None, max_attempts: int | None
+        self,
+        ep: str,
+        priority: int,
+        offset: int | None,
+        key: str | None,
+        max_attempts: int | None,
+        ckey: str | None = None,
     ) -> None:
         now, rows = self.call(
             self.admin,
             "SELECT pgq.enqueue(%s, '{}'::jsonb, priority => %s, run_at => now() + %s::interval,"
-            " dedupe_key => %s, max_attempts => %s)",
-            (ep, priority, seconds(offset), key, max_attempts),
+            " dedupe_key => %s, max_attempts => %s, concurrency_key => %s)",
+            (ep, priority, seconds(offset), key, max_attempts, ckey),
         )
         job_id = rows[0][0]
         # A live job (not dead) with the same dedupe_key is not duplicated: its id comes back.
@@ -407,7 +475,9 @@ class QueueModel(RuleBasedStateMachine):
         if same:
             assert job_id == same[0].id, f"dedupe: expected the live job {same[0].id}, got {job_id}"
             return
-        self.m_enqueue(now, job_id, ep, priority, None if offset is None else offset * SEC, key, max_attempts)
+        self.m_enqueue(
+            now, job_id, ep, priority, None if offset is None else offset * SEC, key, max_attempts, ckey
+        )
 
     @rule(
         ep=ENTRYPOINT,
@@ -495,6 +565,10 @@ class QueueModel(RuleBasedStateMachine):
             if queue.concurrency is not None:
                 running = sum(1 for j in self.jobs.values() if j.entrypoint == ep and j.state == "running")
                 allowed = min(allowed, max(queue.concurrency - running, 0))
+            if queue.keyed:
+                if allowed > 0:
+                    candidates += self.keyed_candidates(ep, allowed, now)
+                continue
             due = sorted(
                 (j for j in self.jobs.values() if j.entrypoint == ep and self.due(j, now)), key=Job.sort_key
             )
@@ -522,6 +596,16 @@ class QueueModel(RuleBasedStateMachine):
         for ep in {j.entrypoint for j in expected}:
             left = [j for j in self.jobs.values() if j.entrypoint == ep and self.due(j, now)]
             taken = [j for j in expected if j.entrypoint == ep]
+            key_limit = self.queues[ep].key_concurrency
+            for key in {j.concurrency_key for j in taken} - {None}:
+                running = sum(
+                    1
+                    for j in self.jobs.values()
+                    if j.entrypoint == ep and j.state == "running" and j.concurrency_key == key
+                )
+                assert key_limit is None or running <= key_limit, f"{ep}/{key}: {running} over {key_limit}"
+            if self.queues[ep].keyed:
+                continue  # rotation, not the plain order: the model's claim above decides
             assert not left or min(left, key=Job.sort_key).sort_key() > max(j.sort_key() for j in taken), (
                 f"claim skipped a higher-ranked due job of {ep}"
             )
@@ -786,13 +870,14 @@ class QueueModel(RuleBasedStateMachine):
         timeout: int | None,
         backoff: tuple[int | None, int | None],
         max_deliveries: int | None,
+        key_concurrency: int | None = None,
     ) -> None:
         queue = self.queues[ep]
         base, cap = (None if b is None else b * SEC for b in backoff)
         query = (
             "SELECT pgq.configure(%s, max_attempts => %s, concurrency => %s, lease => %s::interval,"
             " timeout => %s::interval, backoff_base => %s::interval, backoff_max => %s::interval,"
-            " max_deliveries => %s)"
+            " max_deliveries => %s, key_concurrency => %s)"
         )
         params = (
             ep,
@@ -802,6 +887,7 @@ class QueueModel(RuleBasedStateMachine):
             seconds(timeout),
             *map(seconds, backoff),
             max_deliveries,
+            key_concurrency,
         )
         if (cap if cap is not None else queue.get("backoff_max")) < (
             base if base is not None else queue.get("backoff_base")
@@ -821,6 +907,8 @@ class QueueModel(RuleBasedStateMachine):
             queue.concurrency = concurrency or None
         if max_deliveries is not None:
             queue.max_deliveries = max_deliveries
+        if key_concurrency is not None:
+            queue.key_concurrency = key_concurrency or None
 
     @rule(d=st.sampled_from(ADVANCES))
     def advance_clock(self, d: int) -> None:

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(231);
+SELECT plan(238);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -12,8 +12,8 @@ SELECT functions_are(
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
-        'retry', 'run_schedules', 'schedule', 'settings', 'stats', 'sweep', 'unregister_worker', 'unschedule', 'version',
-        'watch'
+        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
+        'unschedule', 'version', 'watch'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -40,29 +40,32 @@ SELECT is(
     'pgq.complete arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer)')),
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer)')),
     'entrypoint text, max_attempts integer DEFAULT NULL::integer, '
     || 'backoff_base interval DEFAULT NULL::interval, '
     || 'backoff_max interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, '
     || 'timeout interval DEFAULT NULL::interval, concurrency integer DEFAULT NULL::integer, '
     || 'rate numeric DEFAULT NULL::numeric, retention interval DEFAULT NULL::interval, '
-    || 'max_deliveries integer DEFAULT NULL::integer',
+    || 'max_deliveries integer DEFAULT NULL::integer, key_concurrency integer DEFAULT NULL::integer, '
+    || 'max_snoozes integer DEFAULT NULL::integer',
     'pgq.configure arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(
-        pg_catalog.to_regprocedure('pgq.enqueue(text, jsonb, integer, timestamp with time zone, text, jsonb, integer, bigint[])')
+        pg_catalog.to_regprocedure('pgq.enqueue(text, jsonb, integer, timestamp with time zone, text, jsonb, integer, bigint[], text)')
     ),
     'entrypoint text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, '
     || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
     || 'dedupe_key text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, '
-    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[]',
+    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[], '
+    || 'concurrency_key text DEFAULT NULL::text',
     'pgq.enqueue arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone)')),
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[])')),
     'entrypoint text, payloads jsonb[], priority integer DEFAULT 0, '
-    || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone',
+    || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+    || 'concurrency_keys text[] DEFAULT NULL::text[]',
     'pgq.enqueue_batch arguments: names, types and defaults'
 );
 SELECT is(
@@ -75,6 +78,11 @@ SELECT is(
     'worker_id uuid, job_id bigint, error text, retry_in interval DEFAULT NULL::interval, '
     || 'delivery integer DEFAULT NULL::integer',
     'pgq.fail arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.snooze(uuid, bigint, interval, integer)')),
+    'worker_id uuid, job_id bigint, delay interval, delivery integer DEFAULT NULL::integer',
+    'pgq.snooze arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.heartbeat(uuid, bigint[])')),
@@ -166,11 +174,12 @@ SELECT is(
 SELECT function_returns('pgq', 'cancel', ARRAY['bigint[]'], 'integer', 'pgq.cancel returns integer');
 SELECT function_returns('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim returns setof record');
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
-SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'void', 'pgq.configure returns void');
-SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'bigint', 'pgq.enqueue returns bigint');
-SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
+SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
+SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'bigint', 'pgq.enqueue returns bigint');
+SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
+SELECT function_returns('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'text', 'pgq.snooze returns text');
 SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'setof bigint', 'pgq.heartbeat returns setof bigint');
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
 SELECT function_returns('pgq', 'job', ARRAY['bigint'], 'jsonb', 'pgq.job returns jsonb');
@@ -224,11 +233,12 @@ SELECT is_empty(
 SELECT is_definer('pgq', 'cancel', ARRAY['bigint[]'], 'pgq.cancel is SECURITY DEFINER');
 SELECT is_definer('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim is SECURITY DEFINER');
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
-SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq.configure is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq.enqueue_batch is SECURITY DEFINER');
+SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq.enqueue is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
+SELECT is_definer('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq.snooze is SECURITY DEFINER');
 SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq.heartbeat is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job', ARRAY['bigint'], 'pgq.job is SECURITY DEFINER');
@@ -335,18 +345,18 @@ SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.complete');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_trigger');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_trigger');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_trigger');
@@ -355,6 +365,10 @@ SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interv
 SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.fail');
 SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.fail');
 SELECT function_privs_are('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.fail');
+SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.snooze');
+SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.snooze');
+SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.snooze');
+SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.snooze');
 SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.heartbeat');
 SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.heartbeat');
 SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.heartbeat');

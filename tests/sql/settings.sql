@@ -7,7 +7,7 @@ SELECT results_eq(
     $$SELECT * FROM pgq.settings(ARRAY['st'])$$,
     $$
         VALUES ('st', FALSE, 5, interval '1 second', interval '1 hour', interval '30 seconds', interval '1 hour',
-                NULL::integer, NULL::numeric, interval '7 days', 10)
+                NULL::integer, NULL::numeric, interval '7 days', 10, NULL::integer, 100)
     $$,
     'an unconfigured entrypoint has the defaults'
 );
@@ -20,7 +20,7 @@ SELECT results_eq(
     $$SELECT * FROM pgq.settings(ARRAY['st'])$$,
     $$
         VALUES ('st', TRUE, 2, interval '1 second', interval '1 hour', interval '1 minute', interval '1 hour',
-                3, NULL::numeric, interval '7 days', 10)
+                3, NULL::numeric, interval '7 days', 10, NULL::integer, 100)
     $$,
     'configured settings replace the defaults; the others stay default'
 );

@@ -44,6 +44,8 @@ def story_lines(story: dict[str, Any]) -> list[str]:
     ]
     if story["run_at"] is not None and not story["finished"]:
         lines.append(f"  run at       {_time(story['run_at'])}")
+    if story.get("concurrency_key") is not None:
+        lines.append(f"  concurrency key {story['concurrency_key']}")
     if story["dedupe_key"] is not None:
         lines.append(f"  dedupe key   {story['dedupe_key']}")
     if story["worker_id"] is not None:

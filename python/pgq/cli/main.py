@@ -83,6 +83,7 @@ def _parse_run_at(run_at: str | None, delay: float | None) -> datetime | timedel
 @click.option("--dedupe-key", help="Do not duplicate a live job with this key.")
 @click.option("--max-attempts", type=int, help="Runs before the job is dead.")
 @click.option("--count", type=click.IntRange(min=1), help="Enqueue this many copies, in batches.")
+@click.option("--concurrency-key", help="The key (tenant, customer) the job counts against.")
 @handle_errors
 def enqueue(
     dsn: str | None,
@@ -94,6 +95,7 @@ def enqueue(
     dedupe_key: str | None,
     max_attempts: int | None,
     count: int | None,
+    concurrency_key: str | None,
 ) -> None:
     """Enqueue a job of ENTRYPOINT with PAYLOAD_JSON ('-' reads it from stdin).
 
@@ -110,6 +112,7 @@ def enqueue(
                 run_at=when,
                 dedupe_key=dedupe_key,
                 max_attempts=max_attempts,
+                concurrency_key=concurrency_key,
             )
         click.echo(job_id)
         return
@@ -126,7 +129,13 @@ def enqueue(
         try:
             while done < count:
                 size = min(BATCH, count - done)
-                client.enqueue_batch(entrypoint, [payload] * size, priority=priority, run_at=when)
+                client.enqueue_batch(
+                    entrypoint,
+                    [payload] * size,
+                    priority=priority,
+                    run_at=when,
+                    concurrency_keys=None if concurrency_key is None else [concurrency_key] * size,
+                )
                 done += size
                 bar.update(size)
         except Exception:
@@ -262,6 +271,7 @@ def _settings(row: QueueRow) -> str:
         f" concurrency={row.concurrency or 'unlimited'} rate={per_second(row.rate) or 'unlimited'}"
         f" retention={duration(row.retention)}"
         f" max_deliveries={row.max_deliveries or 'no cap'}"
+        f" key_concurrency={row.key_concurrency or 'unlimited'} max_snoozes={row.max_snoozes}"
         f" paused={cell(row.paused)}"
     )
 
@@ -280,6 +290,12 @@ def _settings(row: QueueRow) -> str:
 @click.option(
     "--max-deliveries", type=int, help="Lost workers before a job is dead (a poison pill); 0: no cap."
 )
+@click.option(
+    "--key-concurrency",
+    type=int,
+    help="Running jobs of one concurrency key; 1: one at a time, in order; 0: no limit.",
+)
+@click.option("--max-snoozes", type=int, help="Snoozes one job may take before a snooze fails it.")
 @handle_errors
 def configure(
     dsn: str | None,
@@ -293,6 +309,8 @@ def configure(
     rate: float | None,
     retention: str | None,
     max_deliveries: int | None,
+    key_concurrency: int | None,
+    max_snoozes: int | None,
 ) -> None:
     """Set ENTRYPOINT's settings (PostgreSQL interval text for intervals, e.g. '30 seconds').
 
@@ -308,6 +326,8 @@ def configure(
         "rate": None if rate is None else Decimal(str(rate)),
         "retention": retention,
         "max_deliveries": max_deliveries,
+        "key_concurrency": key_concurrency,
+        "max_snoozes": max_snoozes,
     }
     with make_client(dsn) as client:
         if any(v is not None for v in settings.values()):
