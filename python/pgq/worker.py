@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import logging
 import os
+import random
 import signal
 import socket
 import time
@@ -564,9 +565,11 @@ class Worker:
     async def _heartbeat_loop(self) -> None:
         swept = time.monotonic()
         while True:
-            # Well inside the lease: a missed beat or two still keeps the jobs.
+            # Well inside the lease: a missed beat or two still keeps the jobs. Jittered, so
+            # that workers started together do not all pause their claims at the same moment.
+            interval = min(max(self._lease / 4, 0.1), 10.0) * random.uniform(0.75, 1.0)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._beat_now.wait(), min(max(self._lease / 4, 0.1), 10.0))
+                await asyncio.wait_for(self._beat_now.wait(), interval)
             self._beat_now.clear()
             worker_id = self.worker_id
             try:
