@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +23,23 @@ class Snooze(Exception):
             raise ValueError(f"Snooze: seconds must be 0 to 10 years, not {seconds!r}")
         super().__init__(f"snoozed for {seconds} s")
         self.seconds = float(seconds)
+
+
+class _Flag:
+    """A one-way flag set by the worker's loop and read by handler threads: all a Job's
+    cancellation needs. A threading.Event (a lock and a condition) cost as much to create
+    as the rest of the Job."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
 
 
 @dataclass(frozen=True)
@@ -50,7 +66,7 @@ class Job:
     worker_id: UUID = field(repr=False)
     # The key it counts against (pgq.enqueue's concurrency_key), or None.
     concurrency_key: str | None = None
-    _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    _cancel: _Flag = field(default_factory=_Flag, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:

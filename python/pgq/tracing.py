@@ -32,6 +32,15 @@ def inject(headers: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**carrier, **(headers or {})} if carrier else headers
 
 
+def enabled() -> bool:
+    """True when spans would go somewhere: the extra is installed and the application set a
+    tracer provider. Without one every span is a no-op, and opening it per job would still
+    cost about as much as the worker's whole handling of a no-op job."""
+    if trace is None:
+        return False
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
 @contextlib.contextmanager
 def job_span(job: Job) -> Iterator[Any]:
     """Run the block in a consumer span for this delivery of the job (a no-op without the

@@ -56,6 +56,13 @@ _SWEEP_EVERY = 60.0
 _NO_SPAN = contextlib.nullcontext()
 # The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
 _CLAIM_WAIT = 2.0
+# The columns of a claimed job in the order of Job's fields (worker_id, which the claim
+# does not return, goes between timeout and concurrency_key).
+_CLAIM = (
+    "SELECT c.id, c.entrypoint, c.payload, c.headers, c.priority, c.attempt, c.deliveries,"
+    " c.enqueued_at, c.run_at, c.max_attempts, c.timeout, c.concurrency_key"
+    " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
+)
 
 
 class _Fenced(Exception):
@@ -164,6 +171,7 @@ class Worker:
         self._claiming = asyncio.Lock()  # a claim in flight: no heartbeat may reconcile
         self._registering = asyncio.Lock()
         self._batch = self.batch_size or self.concurrency
+        self._spans = False  # whether handlers run in OpenTelemetry spans (pgq.tracing)
         self._lease = 30.0
         self._poll = self.poll_interval
         dsn = resolve_dsn(self.dsn)
@@ -250,12 +258,13 @@ class Worker:
     # --- database -----------------------------------------------------------------------
 
     async def _sql(
-        self, query: str, params: tuple[Any, ...] = (), *, wait: float | None = None
-    ) -> list[dict[str, Any]]:
-        """One statement on a pooled connection; `wait` bounds the wait for a connection."""
+        self, query: str, params: tuple[Any, ...] = (), *, wait: float | None = None, tuples: bool = False
+    ) -> list[Any]:
+        """One statement on a pooled connection; `wait` bounds the wait for a connection.
+        Rows are dicts, or plain tuples (cheaper) when `tuples`."""
         try:
             async with self._pool.connection(timeout=wait) as conn:
-                cur = conn.cursor(row_factory=dict_row)
+                cur = conn.cursor() if tuples else conn.cursor(row_factory=dict_row)
                 await cur.execute(query, params)
                 return await cur.fetchall() if cur.description else []
         except psycopg.Error as exc:
@@ -355,14 +364,10 @@ class Worker:
                 async with self._claiming:
                     # While the database is away, waiting for a connection must not keep
                     # SIGTERM from being noticed for long.
-                    rows = await self._sql(
-                        "SELECT * FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[],"
-                        " batch_size => %s::int)",
-                        (worker_id, self.entrypoints, wanted),
-                        wait=_CLAIM_WAIT,
-                    )
+                    rows = await self._sql(_CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True)
+                    self._spans = tracing.enabled()  # checked per batch: it reads the environment
                     for row in rows:
-                        self._start(Job(**row, worker_id=worker_id))
+                        self._start(Job(*row[:11], worker_id, row[11]))
             except _TRANSIENT as exc:
                 # The claim may have committed before the connection broke: the next
                 # heartbeat tells the database what we run, which gives those jobs back.
@@ -406,7 +411,7 @@ class Worker:
         job = run.job
         run.t0 = started = time.monotonic()
         try:
-            with tracing.job_span(job) if tracing.trace is not None else _NO_SPAN:
+            with tracing.job_span(job) if self._spans else _NO_SPAN:
                 result = await call_handler(run, self._executor, self._in_thread)
             if run.handler.transactional:
                 self._settled(run)  # completed in the handler's transaction
