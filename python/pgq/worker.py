@@ -41,7 +41,7 @@ from . import tracing
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from .dsn import resolve_dsn
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
-from .job import Job, JobCancelled, Snooze
+from .job import _CLAIM_FIELDS, Job, JobCancelled, Snooze
 
 log = logging.getLogger("pgq.worker")
 
@@ -56,13 +56,23 @@ _SWEEP_EVERY = 60.0
 _NO_SPAN = contextlib.nullcontext()
 # The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
 _CLAIM_WAIT = 2.0
-# The columns of a claimed job in the order of Job's fields (worker_id, which the claim
-# does not return, goes between timeout and concurrency_key).
+# Default concurrency (see Worker.concurrency) and the largest default batch.
+_ASYNC_CONCURRENCY = 100
+_THREAD_CONCURRENCY = 20
+_BATCH = 100
+_GATHER = 0.002
+# What the worker claims: the columns Job._claimed expects, in its order.
 _CLAIM = (
-    "SELECT c.id, c.entrypoint, c.payload, c.headers, c.priority, c.attempt, c.deliveries,"
-    " c.enqueued_at, c.run_at, c.max_attempts, c.timeout, c.concurrency_key"
-    " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
+    "SELECT "
+    + ", ".join(f"c.{name}" for name in _CLAIM_FIELDS)
+    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
 )
+
+
+def _array(numbers: list[int]) -> str:
+    """A PostgreSQL array literal of integers: for batches of ids, several times cheaper
+    than letting psycopg adapt a list element by element (the server casts it)."""
+    return "{" + ",".join(map(str, numbers)) + "}"
 
 
 class _Fenced(Exception):
@@ -88,18 +98,18 @@ class Worker:
         self,
         dsn: str | None = None,
         *,
-        concurrency: int = 20,
+        concurrency: int | None = None,
         batch_size: int | None = None,
         poll_interval: float = 1.0,
         grace_period: float = 30.0,
         name: str | None = None,
         listen_dsn: str | None = None,
     ) -> None:
-        if concurrency < 1:
+        if concurrency is not None and concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.dsn = dsn
         self.listen_dsn = listen_dsn
-        self.concurrency = concurrency
+        self._concurrency = concurrency
         self.batch_size = batch_size
         self.poll_interval = poll_interval
         self.grace_period = grace_period
@@ -137,6 +147,22 @@ class Worker:
         return decorator
 
     @property
+    def concurrency(self) -> int:
+        """Handlers running at once: as given, else 100 when every handler is `async def`
+        (a waiting coroutine costs little) and 20 when some run in threads."""
+        if self._concurrency is not None:
+            return self._concurrency
+        if self._handlers and all(h.is_async for h in self._handlers.values()):
+            return _ASYNC_CONCURRENCY
+        return _THREAD_CONCURRENCY
+
+    @concurrency.setter
+    def concurrency(self, value: int) -> None:
+        if value < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._concurrency = value
+
+    @property
     def entrypoints(self) -> list[str]:
         return sorted(self._handlers)
 
@@ -170,7 +196,9 @@ class Worker:
         self._completing = asyncio.Lock()
         self._claiming = asyncio.Lock()  # a claim in flight: no heartbeat may reconcile
         self._registering = asyncio.Lock()
-        self._batch = self.batch_size or self.concurrency
+        self._batch = self.batch_size or min(self.concurrency, _BATCH)
+        # With jobs running, fewer free slots than this wait _GATHER before a claim.
+        self._refill = max(1, min(self._batch, self.concurrency) // 4)
         self._spans = False  # whether handlers run in OpenTelemetry spans (pgq.tracing)
         self._lease = 30.0
         self._poll = self.poll_interval
@@ -357,6 +385,11 @@ class Worker:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            if free < self._refill and self._running:
+                # Fast handlers give their slots back one by one: a claim per freed slot
+                # would cost a round trip per job. Gather a few (slow ones lose 2 ms).
+                await asyncio.sleep(_GATHER)
+                free = self.concurrency - len(self._running)
             wanted = min(free, self._batch)
             self._wake.clear()
             worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
@@ -364,10 +397,12 @@ class Worker:
                 async with self._claiming:
                     # While the database is away, waiting for a connection must not keep
                     # SIGTERM from being noticed for long.
-                    rows = await self._sql(_CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True)
+                    rows = await self._sql(
+                        _CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True
+                    )
                     self._spans = tracing.enabled()  # checked per batch: it reads the environment
                     for row in rows:
-                        self._start(Job(*row[:11], worker_id, row[11]))
+                        self._start(Job._claimed(row, worker_id))
             except _TRANSIENT as exc:
                 # The claim may have committed before the connection broke: the next
                 # heartbeat tells the database what we run, which gives those jobs back.
@@ -547,7 +582,7 @@ class Worker:
                 "complete",
                 "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[], results => %s::jsonb[],"
                 " deliveries => %s::int[]) AS id",
-                (worker_id, ids, results, [job.deliveries for job, _, _ in entries]),
+                (worker_id, _array(ids), results, _array([job.deliveries for job, _, _ in entries])),
             )
         except _Stopping:
             log.error("jobs %s finished but could not be completed; they will run again", ids)

@@ -16,6 +16,8 @@ RETURNS bigint[]
 LANGUAGE plpgsql
 VOLATILE
 SET search_path = pg_catalog, pg_temp
+-- pgq.claim forces generic plans; these statements are planned per call.
+SET plan_cache_mode = auto
 AS $$
 #variable_conflict use_column
 DECLARE

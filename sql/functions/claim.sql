@@ -42,6 +42,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Its statements are written to plan well without knowing the arguments: planning them
+-- on every call would cost a tenth of the claim.
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -136,7 +139,11 @@ BEGIN
     END LOOP;
 
     -- Two statements, so that claims without keyed jobs run (and cache) the same plan as
-    -- before keys existed.
+    -- before keys existed. That plan must be good as a generic plan (PL/pgSQL caches one
+    -- instead of planning each call, a tenth of the claim's cost): the batch is updated by
+    -- an array of ids, which walks the primary key whatever the planner assumes of the
+    -- batch size (a join with the candidates turns into a hash join over the whole table
+    -- when it guesses large).
     IF cardinality(v_keyed_ids) = 0 THEN
         RETURN QUERY
         WITH allowance AS (
@@ -154,7 +161,7 @@ BEGIN
             WHERE NOT coalesce(q.paused, FALSE)
         ),
         candidates AS (
-            SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
+            SELECT c.id
             FROM allowance AS a
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.run_at
@@ -173,11 +180,9 @@ BEGIN
                 worker_id = claim.worker_id,
                 deliveries = j.deliveries + 1,
                 started_at = now()
-            FROM candidates AS c
-            WHERE j.id = c.id
+            WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
             RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                      j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
-                      j.concurrency_key
+                      j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key
         ),
         -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
         -- refilling from its last spend).
@@ -189,7 +194,11 @@ BEGIN
                 ON n.entrypoint = t.ep
             WHERE q.entrypoint = t.ep
         )
-        SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+        SELECT k.id, k.entrypoint, k.payload, k.headers, k.priority, k.attempt, k.deliveries, k.enqueued_at,
+               k.run_at, coalesce(k.max_attempts, a.max_attempts), a.timeout, k.concurrency_key
+        FROM claimed AS k
+        JOIN allowance AS a ON a.ep = k.entrypoint
+        ORDER BY k.priority DESC, k.run_at, k.id;
     ELSE
         RETURN QUERY
         WITH allowance AS (
@@ -207,7 +216,7 @@ BEGIN
             WHERE NOT coalesce(q.paused, FALSE)
         ),
         candidates AS (
-            SELECT c.id, c.priority, c.run_at, a.timeout, a.max_attempts
+            SELECT c.id, c.priority, c.run_at
             FROM allowance AS a
             CROSS JOIN LATERAL (
                 SELECT j.id, j.priority, j.run_at
@@ -219,10 +228,9 @@ BEGIN
             ) AS c
             UNION ALL
             -- Chosen and locked by pgq._claim_keyed.
-            SELECT k.id, k.priority, k.run_at, a.timeout, a.max_attempts
-            FROM unnest(v_keyed_ids) AS u (id)
-            JOIN pgq._jobs AS k ON k.id = u.id
-            JOIN allowance AS a ON a.ep = k.entrypoint
+            SELECT k.id, k.priority, k.run_at
+            FROM pgq._jobs AS k
+            WHERE k.id = ANY (v_keyed_ids)
             ORDER BY 2 DESC, 3, 1
             LIMIT claim.batch_size
         ),
@@ -232,11 +240,9 @@ BEGIN
                 worker_id = claim.worker_id,
                 deliveries = j.deliveries + 1,
                 started_at = now()
-            FROM candidates AS c
-            WHERE j.id = c.id
+            WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
             RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                      j.enqueued_at, j.run_at, coalesce(j.max_attempts, c.max_attempts) AS max_attempts, c.timeout,
-                      j.concurrency_key
+                      j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key
         ),
         -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
         -- refilling from its last spend).
@@ -248,7 +254,11 @@ BEGIN
                 ON n.entrypoint = t.ep
             WHERE q.entrypoint = t.ep
         )
-        SELECT * FROM claimed AS k ORDER BY k.priority DESC, k.run_at, k.id;
+        SELECT k.id, k.entrypoint, k.payload, k.headers, k.priority, k.attempt, k.deliveries, k.enqueued_at,
+               k.run_at, coalesce(k.max_attempts, a.max_attempts), a.timeout, k.concurrency_key
+        FROM claimed AS k
+        JOIN allowance AS a ON a.ep = k.entrypoint
+        ORDER BY k.priority DESC, k.run_at, k.id;
     END IF;
 END
 $$;

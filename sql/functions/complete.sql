@@ -59,11 +59,11 @@ BEGIN
     END IF;
     WITH done AS (
         DELETE FROM pgq._jobs AS j
-        -- IS NOT DISTINCT FROM (worker_id is not NULL here) keeps the planner on the primary
-        -- key: with `=` it may walk the running index, which a held snapshot fills with dead
-        -- entries.
+        -- Only running jobs have a worker (_jobs_held_check), so no test of status: with one,
+        -- the planner may walk all of the running index (statistics taken while nothing ran
+        -- call it tiny), which a held snapshot fills with dead entries. IS NOT DISTINCT FROM
+        -- (worker_id is not NULL here) keeps it on the primary key too.
         WHERE j.id = ANY (job_ids) AND j.worker_id IS NOT DISTINCT FROM complete.worker_id
-          AND j.status = 'running'
           -- By (id, delivery) pairs: one batch may name two deliveries of the same job (the
           -- first was re-queued by its timeout, then claimed again), and only one is current.
           AND (complete.deliveries IS NULL

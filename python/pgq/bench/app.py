@@ -1,6 +1,7 @@
 """The application `pgq bench` runs in its worker processes: `pgq worker pgq.bench.app:worker`.
 
-One entrypoint, `bench`, with a no-op async handler. When $PGQ_BENCH_LEDGER names a file,
+One entrypoint, `bench`, with a no-op async handler (`worker`: tuned; `default_worker`: no
+settings). When $PGQ_BENCH_LEDGER names a file,
 the handler first appends "job_id unix_time" to it (line-buffered), so the latency
 scenario can compare the time a handler started with the time its job was committed.
 """
@@ -16,6 +17,9 @@ from ..worker import Worker
 ENTRYPOINT = "bench"
 
 worker = Worker(concurrency=200, batch_size=100)
+# The same handler on a Worker with every setting at its default: `pgq bench`'s defaults
+# scenario runs `pgq worker pgq.bench.app:default_worker` with no flags at all.
+default_worker = Worker()
 
 _path = os.environ.get("PGQ_BENCH_LEDGER")
 _ledger = open(_path, "a", buffering=1) if _path else None  # noqa: SIM115 - open for the process's life
@@ -23,6 +27,7 @@ _ledger = open(_path, "a", buffering=1) if _path else None  # noqa: SIM115 - ope
 if _ledger is None:
 
     @worker.entrypoint(ENTRYPOINT)
+    @default_worker.entrypoint(ENTRYPOINT)
     async def noop(job: Job) -> None:
         return None
 

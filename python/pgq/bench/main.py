@@ -35,7 +35,7 @@ from .db import BenchError, Server, note
 from .peer import Peer, PeerUnavailable
 from .report import render, targets
 
-SCENARIOS = ["raw", "sql", "drain", "enqueue", "latency", "backlog", "xmin", "peer"]
+SCENARIOS = ["raw", "sql", "drain", "defaults", "enqueue", "latency", "backlog", "xmin", "peer"]
 
 
 def _sizes(text: str) -> list[int]:
@@ -211,13 +211,14 @@ class Rounds:
         server, on = self.server, self.selected.__contains__
         cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
 
-        def pgq_drain(name: str, hold_xmin: bool = False) -> dict[str, Any]:
+        def pgq_drain(name: str, hold_xmin: bool = False, defaults: bool = False) -> dict[str, Any]:
             return bench_pgq.drain(
                 server,
                 name,
                 fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, f"{name}: enqueuing"),
                 jobs=jobs,
                 hold_xmin=hold_xmin,
+                defaults=defaults,
                 **drain_args,
             )
 
@@ -249,6 +250,8 @@ class Rounds:
                 self.attempt("sql", lambda: bench_pgq.sql_cycle(server, **cycle))
             if on("drain"):
                 self.attempt("drain", lambda: pgq_drain("drain"))
+            if on("defaults"):
+                self.attempt("defaults", lambda: pgq_drain("defaults", defaults=True))
             if peer is not None and best_cfg is not None:
                 self.attempt(
                     "peer_drain",
@@ -320,6 +323,7 @@ class Rounds:
             ("raw", "raw", "rows_per_s"),
             ("sql", "sql", "jobs_per_s"),
             ("drain", "drain", "jobs_per_s"),
+            ("defaults", "defaults", "jobs_per_s"),
             ("xmin", "xmin", "jobs_per_s"),
             ("latency", "latency", "p50_ms"),
         ]:

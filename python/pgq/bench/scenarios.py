@@ -52,7 +52,9 @@ PGQ_PROBES = Probes(
 )
 
 
-def worker_argv(dsn: str, concurrency: int, batch_size: int) -> list[str]:
+def worker_argv(dsn: str, concurrency: int, batch_size: int, defaults: bool = False) -> list[str]:
+    if defaults:  # no flags: the Worker's defaults, a log line per job at INFO (to the log file)
+        return [sys.executable, "-m", "pgq", "worker", "pgq.bench.app:default_worker", "--dsn", dsn]
     return [
         *(sys.executable, "-m", "pgq", "worker", "pgq.bench.app:worker", "--dsn", dsn),
         *("--concurrency", str(concurrency), "--batch-size", str(batch_size)),
@@ -195,8 +197,10 @@ def drain(
     batch_size: int,
     timeout: float,
     hold_xmin: bool = False,
+    defaults: bool = False,
 ) -> dict[str, Any]:
-    """Drain `jobs` jobs of the bench entrypoint with `workers` pgq worker processes.
+    """Drain `jobs` jobs of the bench entrypoint with `workers` pgq worker processes (run
+    with no flags at all when `defaults`).
 
     The entrypoint is paused while the workers start and resumed when all of them listen,
     so the clock starts with every worker ready. With hold_xmin, a REPEATABLE READ
@@ -213,7 +217,7 @@ def drain(
             holder.execute("SELECT 1")
         try:
             with Processes(server.log_dir, name) as procs:
-                procs.start(worker_argv(dsn, concurrency, batch_size), count=workers)
+                procs.start(worker_argv(dsn, concurrency, batch_size, defaults), count=workers)
                 wait_for(f"{workers} pgq workers", _ready(dsn, procs, workers), timeout=60)
                 result = measure_drain(
                     dsn,
