@@ -110,8 +110,10 @@ def drain(
     """Run the queued, due jobs of the worker's entrypoints until none is left, jobs their
     handlers enqueue included; return what ran (a DrainResult).
 
-    dsn: the database (default: the worker's own DSN, then $PGQ_DSN). max_jobs: the most
-    deliveries to run; more than that raises DrainError (a job that keeps enqueuing itself).
+    dsn: the database (default: the worker's own DSN, then $PGQ_DSN), as a role that may
+    read pgq's tables (drain looks at what is left) and, for run_future, write them.
+    max_jobs: the most deliveries to run; more than that raises DrainError (a job that
+    keeps enqueuing itself).
     timeout: seconds for the whole drain; past it, running handlers are stopped and
     DrainError is raised. run_future: also run jobs not due yet (a later run_at, a retry
     waiting for its backoff, a snoozed job) by making them due, so a failing job runs
