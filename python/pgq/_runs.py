@@ -41,6 +41,7 @@ class Run:
     thread: asyncio.Future[Any] | None = None
     started: asyncio.Event | None = None
     t0: float = 0.0  # time.monotonic() when the run began
+    error: str | None = None  # what pgq.fail recorded, when the run failed
 
     @property
     def key(self) -> Key:

@@ -27,7 +27,7 @@ import socket
 import time
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from uuid import UUID
@@ -187,6 +187,32 @@ class Worker:
     async def run_async(self) -> None:
         if not self._handlers:
             raise ValueError("no handlers: register one with @worker.entrypoint(name)")
+        dsn = resolve_dsn(self.dsn)
+        async with self._session(dsn):
+            self._install_signal_handlers()
+            try:
+                await self._register()
+                background = [
+                    asyncio.create_task(self._supervised("listen", lambda: self._listen_loop(dsn))),
+                    asyncio.create_task(self._supervised("heartbeat", self._heartbeat_loop)),
+                    asyncio.create_task(self._supervised("complete", self._complete_loop)),
+                ]
+                with contextlib.suppress(_Stopping):  # SIGTERM while registering again
+                    await self._claim_loop()
+                await self._shutdown()
+                for task in background:
+                    task.cancel()
+                await asyncio.gather(*background, return_exceptions=True)
+            except _Stopping:
+                log.info("worker %s stopped before it could register", self.name)
+            finally:
+                self._remove_signal_handlers()
+        log.info("worker %s stopped: %d completed, %d failed", self.name, self.completed, self.failed)
+
+    @contextlib.asynccontextmanager
+    async def _session(self, dsn: str) -> AsyncIterator[None]:
+        """The state and the connections of one run: run_async, and pgq.testing.drain,
+        which runs handlers through this same code."""
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
@@ -202,7 +228,6 @@ class Worker:
         self._spans = False  # whether handlers run in OpenTelemetry spans (pgq.tracing)
         self._lease = 30.0
         self._poll = self.poll_interval
-        dsn = resolve_dsn(self.dsn)
         # No server-side prepared statements: they break behind PgBouncer in transaction
         # mode, and every statement here is a call of a function whose plans are cached.
         conn_kwargs = {"autocommit": True, "prepare_threshold": None}
@@ -220,30 +245,14 @@ class Worker:
                 check=ConnectionPool.check_connection,
                 open=True,
             )
-        self._install_signal_handlers()
-        await self._pool.open(wait=False)
         try:
-            await self._register()
-            background = [
-                asyncio.create_task(self._supervised("listen", lambda: self._listen_loop(dsn))),
-                asyncio.create_task(self._supervised("heartbeat", self._heartbeat_loop)),
-                asyncio.create_task(self._supervised("complete", self._complete_loop)),
-            ]
-            with contextlib.suppress(_Stopping):  # SIGTERM while registering again
-                await self._claim_loop()
-            await self._shutdown()
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-        except _Stopping:
-            log.info("worker %s stopped before it could register", self.name)
+            await self._pool.open(wait=False)
+            yield
         finally:
-            self._remove_signal_handlers()
             await self._pool.close(timeout=1.0)
             if self._sync_pool is not None:
                 self._sync_pool.close(timeout=1.0)
             self._executor.shutdown(wait=False, cancel_futures=True)
-        log.info("worker %s stopped: %d completed, %d failed", self.name, self.completed, self.failed)
 
     def _install_signal_handlers(self) -> None:
         self._signal_handlers = []
@@ -392,17 +401,9 @@ class Worker:
                 free = self.concurrency - len(self._running)
             wanted = min(free, self._batch)
             self._wake.clear()
-            worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
+            worker_id = self.worker_id  # re-registration, if the claim says so, replaces this id
             try:
-                async with self._claiming:
-                    # While the database is away, waiting for a connection must not keep
-                    # SIGTERM from being noticed for long.
-                    rows = await self._sql(
-                        _CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True
-                    )
-                    self._spans = tracing.enabled()  # checked per batch: it reads the environment
-                    for row in rows:
-                        self._start(Job._claimed(row, worker_id))
+                runs = await self._claim(wanted)
             except _TRANSIENT as exc:
                 # The claim may have committed before the connection broke: the next
                 # heartbeat tells the database what we run, which gives those jobs back.
@@ -422,23 +423,36 @@ class Worker:
                 delay = min(delay * 2, 30.0)
                 continue
             delay = 0.1
-            if len(rows) < wanted:
+            if len(runs) < wanted:
                 # Drained (or at a limit): sleep until a NOTIFY, a freed slot or a settled
                 # job wakes us, or poll (a lost NOTIFY, a run_at reached).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._poll)
 
+    async def _claim(self, wanted: int) -> list[Run]:
+        """Claim up to `wanted` jobs and start their handlers; returns their runs."""
+        worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
+        async with self._claiming:
+            # While the database is away, waiting for a connection must not keep SIGTERM
+            # from being noticed for long.
+            rows = await self._sql(
+                _CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True
+            )
+            self._spans = tracing.enabled()  # checked per batch: it reads the environment
+            return [self._start(Job._claimed(row, worker_id)) for row in rows]
+
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job) -> Run:
         run = Run(job, self._handlers[job.entrypoint])
         if job.deliveries > 1:
             log.info("job %d (%s): delivery %d", job.id, job.entrypoint, job.deliveries)
         self._unsettled[run.key] = job
         self._running[run.key] = run
         run.task = self._loop.create_task(self._execute(run))
+        return run
 
     # --- running handlers ---------------------------------------------------------------
 
@@ -513,6 +527,7 @@ class Worker:
 
     async def _fail(self, run: Run, error: str) -> None:
         job = run.job
+        run.error = error
         self.failed += 1
         try:
             rows = await self._persist(
