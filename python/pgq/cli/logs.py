@@ -6,14 +6,38 @@ import json
 import logging
 import sys
 import threading
+import time
 from typing import TextIO
 
 # Fields the worker attaches to its per-job lines (pgq.worker._log_outcome).
 JOB_FIELDS = ("job_id", "entrypoint", "attempt", "deliveries", "duration", "outcome")
 
 
-class JsonFormatter(logging.Formatter):
+class _Formatter(logging.Formatter):
+    """Formats the time once per second, not once per line (a line per job at INFO)."""
+
+    _second = -1
+    _stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._second, self._stamp = (
+                second,
+                time.strftime(datefmt or self.default_time_format, self.converter(second)),
+            )
+        return f"{self._stamp},{int(record.msecs):03d}" if datefmt is None else self._stamp
+
+
+class TextFormatter(_Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+class JsonFormatter(_Formatter):
     """One JSON object per line: time, level, logger, message, and the job's fields."""
+
+    _encode = json.JSONEncoder(default=str).encode
 
     def format(self, record: logging.LogRecord) -> str:
         doc = {
@@ -25,7 +49,7 @@ class JsonFormatter(logging.Formatter):
         doc.update({name: getattr(record, name) for name in JOB_FIELDS if hasattr(record, name)})
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
+        return self._encode(doc)
 
 
 class BufferedHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -68,8 +92,10 @@ class BufferedHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 def configure(level: str, fmt: str) -> None:
     """Send every log record to stderr at `level`, as text or JSON lines."""
-    # Neither format shows them; each costs every record a lookup.
+    # Neither format shows them, and each costs every record (the caller's file and line
+    # most: a walk up the stack).
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None
     # stderr is line-buffered: a block buffer of its own, flushed by the handler.
     stream = open(  # noqa: SIM115 - for the process's life
         sys.stderr.fileno(),
@@ -83,7 +109,7 @@ def configure(level: str, fmt: str) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
