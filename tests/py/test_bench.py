@@ -34,11 +34,22 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     s = data["scenarios"]
-    assert set(s) == {"raw", "sql", "drain", "defaults", "enqueue", "latency", "backlog", "xmin", "peer"}
+    assert set(s) == {
+        "raw",
+        "sql",
+        "drain",
+        "defaults",
+        "keyed",
+        "enqueue",
+        "latency",
+        "backlog",
+        "xmin",
+        "peer",
+    }
     assert "skipped" in s["peer"]
     assert s["raw"]["rows_per_s"] > 0 and s["raw"]["rows"] == 500
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
-    for name in ("drain", "defaults", "xmin"):
+    for name in ("drain", "defaults", "keyed", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
     for key in ("single_1conn", "single_8conn", "batch1000_1conn"):
         assert s["enqueue"][f"pgbench_{key}"] > 0 and s["enqueue"][f"client_{key}"] > 0

@@ -35,7 +35,9 @@ from .db import BenchError, Server, note
 from .peer import Peer, PeerUnavailable
 from .report import render, targets
 
-SCENARIOS = ["raw", "sql", "drain", "defaults", "enqueue", "latency", "backlog", "xmin", "peer"]
+# Concurrency keys of the keyed drain (jobs take them in turn).
+KEYS = 100
+SCENARIOS = ["raw", "sql", "drain", "defaults", "keyed", "enqueue", "latency", "backlog", "xmin", "peer"]
 
 
 def _sizes(text: str) -> list[int]:
@@ -211,11 +213,13 @@ class Rounds:
         server, on = self.server, self.selected.__contains__
         cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
 
-        def pgq_drain(name: str, hold_xmin: bool = False, defaults: bool = False) -> dict[str, Any]:
+        def pgq_drain(
+            name: str, hold_xmin: bool = False, defaults: bool = False, keys: int = 0
+        ) -> dict[str, Any]:
             return bench_pgq.drain(
                 server,
                 name,
-                fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, f"{name}: enqueuing"),
+                fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, f"{name}: enqueuing", keys),
                 jobs=jobs,
                 hold_xmin=hold_xmin,
                 defaults=defaults,
@@ -252,6 +256,8 @@ class Rounds:
                 self.attempt("drain", lambda: pgq_drain("drain"))
             if on("defaults"):
                 self.attempt("defaults", lambda: pgq_drain("defaults", defaults=True))
+            if on("keyed"):
+                self.attempt("keyed", lambda: pgq_drain("keyed", keys=KEYS))
             if peer is not None and best_cfg is not None:
                 self.attempt(
                     "peer_drain",
@@ -324,6 +330,7 @@ class Rounds:
             ("sql", "sql", "jobs_per_s"),
             ("drain", "drain", "jobs_per_s"),
             ("defaults", "defaults", "jobs_per_s"),
+            ("keyed", "keyed", "jobs_per_s"),
             ("xmin", "xmin", "jobs_per_s"),
             ("latency", "latency", "p50_ms"),
         ]:

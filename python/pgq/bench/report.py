@@ -163,6 +163,16 @@ def render(results: dict[str, Any]) -> str:
             f"{_x(_ratio(defaults, drain))} of the tuned drain",
         ]
     )
+    keyed = _get(s, "keyed", "jobs_per_s")
+    rows.append(
+        [
+            f"drain {_size(p['jobs'])} jobs of 100 concurrency keys (fair claims)",
+            _rate(keyed),
+            "",
+            "",
+            f"{_x(_ratio(keyed, drain))} of the drain without keys",
+        ]
+    )
     for key, label in [
         ("single_1conn", "enqueue, 1 job/transaction, 1 connection"),
         ("single_8conn", "enqueue, 1 job/transaction, 8 connections"),
@@ -221,6 +231,7 @@ def render(results: dict[str, Any]) -> str:
         ("pgq SQL cycle (pgbench)", s.get("sql")),
         ("pgq drain (workers)", s.get("drain")),
         ("pgq drain, defaults", s.get("defaults")),
+        ("pgq drain, 100 keys", s.get("keyed")),
         ("PgQueuer drain (workers)", _get(s, "peer", "drain")),
         ("pgq drain, held xmin", s.get("xmin")),
     ]:
