@@ -69,24 +69,6 @@ BEGIN
     END IF;
     created := FALSE;
     replaced := FALSE;
-    IF dedupe_window IS NOT NULL THEN
-        -- The common case of a window, a recent success and no live job, without touching
-        -- the hot table. (A live job stands first: it may be replaced.)
-        SELECT o.job_id INTO v_id
-        FROM pgq._outcomes AS o
-        WHERE o.entrypoint = enqueue_job.entrypoint AND o.dedupe_key = enqueue_job.dedupe_key
-          AND o.dedupe_key IS NOT NULL AND o.outcome = 'succeeded' AND o.finished_at >= now() - dedupe_window
-        ORDER BY o.finished_at DESC
-        LIMIT 1;
-        IF v_id IS NOT NULL AND NOT EXISTS (
-            SELECT 1 FROM pgq._jobs AS j
-            WHERE j.entrypoint = enqueue_job.entrypoint AND j.dedupe_key = enqueue_job.dedupe_key
-              AND j.status <> 'dead'
-        ) THEN
-            id := v_id;
-            RETURN;
-        END IF;
-    END IF;
     IF depends_on IS NOT NULL THEN
         SELECT d.waits_for, d.failed INTO v_waits_for, v_failed FROM pgq._dependencies(depends_on) AS d;
         IF v_failed IS NOT NULL THEN
@@ -118,6 +100,24 @@ BEGIN
                     v_failed, enqueue_job.payload, enqueue_job.headers, enqueue_job.depends_on);
             id := v_id;
             created := TRUE;
+            RETURN;
+        END IF;
+    END IF;
+    IF dedupe_window IS NOT NULL THEN
+        -- The common case of a window, a recent success and no live job, without touching
+        -- the hot table. (A live job stands first: it may be replaced.)
+        SELECT o.job_id INTO v_id
+        FROM pgq._outcomes AS o
+        WHERE o.entrypoint = enqueue_job.entrypoint AND o.dedupe_key = enqueue_job.dedupe_key
+          AND o.dedupe_key IS NOT NULL AND o.outcome = 'succeeded' AND o.finished_at >= now() - dedupe_window
+        ORDER BY o.finished_at DESC
+        LIMIT 1;
+        IF v_id IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pgq._jobs AS j
+            WHERE j.entrypoint = enqueue_job.entrypoint AND j.dedupe_key = enqueue_job.dedupe_key
+              AND j.status <> 'dead'
+        ) THEN
+            id := v_id;
             RETURN;
         END IF;
     END IF;

@@ -3,7 +3,7 @@
 -- options through pgq.enqueue, pgq.enqueue_batch (dedupe_keys) and pgq.enqueue_trigger,
 -- and their validation (PQ001, changing nothing). Races are in tests/py/test_unique.py.
 BEGIN;
-SELECT plan(58);
+SELECT plan(59);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -235,6 +235,10 @@ SELECT results_eq(
     $$ SELECT e.id, e.created FROM pgq.enqueue_job('u_old', dedupe_key => 'other', dedupe_window => '1 hour') AS e $$,
     $$ VALUES (-3::bigint, FALSE) $$,
     'a success within the window stands whoever enqueued it'
+);
+SELECT throws_ok(
+    $$ SELECT pgq.enqueue('u_old', dedupe_key => 'other', dedupe_window => '1 hour', depends_on => ARRAY[-5]) $$,
+    'PQ001', NULL, 'depends_on is validated even when a success in the window stands'
 );
 SELECT results_eq(
     $$ SELECT e.created FROM pgq.enqueue_job('u_old2', dedupe_key => 'other', dedupe_window => '1 hour') AS e $$,
