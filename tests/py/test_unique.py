@@ -287,3 +287,52 @@ def test_cli_enqueue_dedupe_options(dsn: str) -> None:
     assert refused.exit_code == 1 and "needs a dedupe_key" in refused.stderr
     counted = run("cli_u", "--count", "2", "--dedupe-scope", "queued")
     assert counted.exit_code == 1 and "--count cannot be combined" in counted.stderr
+
+
+# --- the window's lookup plan ---------------------------------------------------------------
+
+# The window lookup of pgq.enqueue_job (sql/functions/enqueue_job.sql).
+WINDOW_QUERY = """
+    SELECT o.job_id FROM pgq._outcomes AS o
+    WHERE o.entrypoint = $1 AND o.dedupe_key = $2
+      AND o.dedupe_key IS NOT NULL AND o.outcome = 'succeeded' AND o.finished_at >= now() - $3::interval
+    ORDER BY o.finished_at DESC
+    LIMIT 1
+"""
+
+
+def test_window_lookup_uses_the_partial_index_on_a_large_log(conn: psycopg.Connection) -> None:
+    """200000 outcomes, 2000 of them with a key: the lookup (as the function's generic plan)
+    probes _outcomes_dedupe_idx in every partition that holds rows, never scans them. (Empty
+    partitions, never analysed, may show a Seq Scan of nothing.)"""
+    conn.execute(
+        "INSERT INTO pgq._outcomes (job_id, entrypoint, outcome, priority, attempt, deliveries,"
+        " enqueued_at, finished_at, dedupe_key)"
+        " SELECT g, 'plan_' || (g % 10), 'succeeded', 0, 0, 1, now() - interval '1 hour',"
+        "        now() - g * interval '10 milliseconds', CASE WHEN g % 100 = 0 THEN 'k' || g END"
+        " FROM generate_series(1, 200000) AS g"
+    )
+    conn.execute("ANALYZE pgq._outcomes")
+    with conn.transaction():
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE window_lookup (text, text, interval) AS {WINDOW_QUERY}")
+        try:
+            plan = conn.execute(
+                "EXPLAIN (FORMAT JSON) EXECUTE window_lookup('plan_0', 'k100', '1 hour')"
+            ).fetchone()[0]
+        finally:
+            conn.execute("DEALLOCATE window_lookup")
+    filled = {r[0] for r in conn.execute("SELECT DISTINCT tableoid::regclass::text FROM pgq._outcomes")}
+    scans = {name.removeprefix("pgq."): node for name, node in _scans(plan[0]["Plan"])}
+    for partition in filled:
+        node = scans[partition.removeprefix("pgq.")]
+        assert node["Node Type"] in ("Index Scan", "Index Only Scan"), node
+        assert "dedupe" in node["Index Name"], node
+
+
+def _scans(node: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(relation, plan node) of every scan in a JSON plan."""
+    if "Relation Name" in node:
+        yield node["Relation Name"], node
+    for child in node.get("Plans", []):
+        yield from _scans(child)
