@@ -47,8 +47,9 @@ GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Producers enqueue and follow their jobs.
 GRANT EXECUTE ON FUNCTION
-pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text),
-pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[]),
+pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
+pgq.enqueue_job(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
+pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text),
 pgq.enqueue_trigger(),
 pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;

@@ -19,12 +19,13 @@ from .errors import (
     WrongIsolation,
 )
 from .job import Job, JobCancelled, Snooze
-from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 from .worker import Worker
 
 __all__ = [
     "AsyncClient",
     "Client",
+    "Enqueued",
     "InvalidArgument",
     "InvalidCron",
     "Job",

@@ -30,7 +30,7 @@ from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
-from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
 __all__ = ["AsyncClient"]
 
@@ -113,6 +113,9 @@ class AsyncClient:
         max_attempts: int | None = None,
         depends_on: Iterable[int] | None = None,
         concurrency_key: str | None = None,
+        dedupe_scope: str | None = None,
+        dedupe_window: Interval = None,
+        dedupe_mode: str | None = None,
         conn: Conn = None,
     ) -> int:
         call = q.enqueue(
@@ -125,8 +128,45 @@ class AsyncClient:
             max_attempts=max_attempts,
             depends_on=depends_on,
             concurrency_key=concurrency_key,
+            dedupe_scope=dedupe_scope,
+            dedupe_window=dedupe_window,
+            dedupe_mode=dedupe_mode,
         )
         return int(await self._run(call, conn))
+
+    async def enqueue_job(
+        self,
+        entrypoint: str,
+        payload: Any = None,
+        *,
+        priority: int = 0,
+        run_at: datetime | timedelta | None = None,
+        dedupe_key: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
+        concurrency_key: str | None = None,
+        dedupe_scope: str | None = None,
+        dedupe_window: Interval = None,
+        dedupe_mode: str | None = None,
+        conn: Conn = None,
+    ) -> Enqueued:
+        call = q.enqueue_job(
+            entrypoint,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
+            concurrency_key=concurrency_key,
+            dedupe_scope=dedupe_scope,
+            dedupe_window=dedupe_window,
+            dedupe_mode=dedupe_mode,
+        )
+        enqueued: Enqueued = await self._run(call, conn)
+        return enqueued
 
     async def enqueue_batch(
         self,
@@ -136,10 +176,22 @@ class AsyncClient:
         priority: int = 0,
         run_at: datetime | timedelta | None = None,
         concurrency_keys: Sequence[str | None] | None = None,
+        dedupe_keys: Sequence[str | None] | None = None,
+        dedupe_scope: str | None = None,
+        dedupe_window: Interval = None,
+        dedupe_mode: str | None = None,
         conn: Conn = None,
     ) -> list[int]:
         call = q.enqueue_batch(
-            entrypoint, payloads, priority=priority, run_at=run_at, concurrency_keys=concurrency_keys
+            entrypoint,
+            payloads,
+            priority=priority,
+            run_at=run_at,
+            concurrency_keys=concurrency_keys,
+            dedupe_keys=dedupe_keys,
+            dedupe_scope=dedupe_scope,
+            dedupe_window=dedupe_window,
+            dedupe_mode=dedupe_mode,
         )
         ids: list[int] = await self._run(call, conn)
         return ids

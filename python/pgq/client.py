@@ -30,9 +30,18 @@ from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
-from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
-__all__ = ["LIVE_STATUSES", "Client", "JobResult", "JobRow", "OutcomeRow", "QueueRow", "ScheduleRow"]
+__all__ = [
+    "LIVE_STATUSES",
+    "Client",
+    "Enqueued",
+    "JobResult",
+    "JobRow",
+    "OutcomeRow",
+    "QueueRow",
+    "ScheduleRow",
+]
 __all__ += ["StatsRow", "WorkerRow"]
 
 Conn: TypeAlias = "psycopg.Connection[Any] | None"
@@ -128,6 +137,9 @@ class Client:
         max_attempts: int | None = None,
         depends_on: Iterable[int] | None = None,
         concurrency_key: str | None = None,
+        dedupe_scope: str | None = None,
+        dedupe_window: Interval = None,
+        dedupe_mode: str | None = None,
         conn: Conn = None,
     ) -> int:
         """Enqueue one job (pgq.enqueue); returns its id.
@@ -138,7 +150,9 @@ class Client:
         succeed first: the job is 'waiting' until they all have, and is canceled if one of
         them ends dead or canceled. concurrency_key: the key (a tenant, a customer) the job
         counts against: claims rotate among keys, and the entrypoint's key_concurrency limits
-        the running jobs of one key. Raises InvalidArgument, PayloadTooLarge.
+        the running jobs of one key. dedupe_scope, dedupe_window, dedupe_mode: see
+        enqueue_job(), which also tells whether the call created the job. Raises
+        InvalidArgument, PayloadTooLarge.
         """
         call = q.enqueue(
             entrypoint,
@@ -150,8 +164,55 @@ class Client:
             max_attempts=max_attempts,
             depends_on=depends_on,
             concurrency_key=concurrency_key,
+            dedupe_scope=dedupe_scope,
+            dedupe_window=dedupe_window,
+            dedupe_mode=dedupe_mode,
         )
         return int(self._run(call, conn))
+
+    def enqueue_job(
+        self,
+        entrypoint: str,
+        payload: Any = None,
+        *,
+        priority: int = 0,
+        run_at: datetime | timedelta | None = None,
+        dedupe_key: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
+        concurrency_key: str | None = None,
+        dedupe_scope: str | None = None,
+        dedupe_window: Interval = None,
+        dedupe_mode: str | None = None,
+        conn: Conn = None,
+    ) -> Enqueued:
+        """Enqueue one job (pgq.enqueue_job) and tell whether this call created it: an
+        Enqueued(id, created, replaced). Takes enqueue()'s arguments. dedupe_scope: which jobs
+        with the same entrypoint and dedupe_key stand for this one: 'live' (default: queued,
+        waiting, running) or 'queued' (not started yet: a running job gives its key up and
+        a new job is created). dedupe_window (a timedelta or interval text): a job with the
+        key that succeeded within it stands too. dedupe_mode 'replace': a standing job not
+        started yet takes this call's payload, priority, run_at, headers, max_attempts and
+        concurrency_key (replaced=True). Raises InvalidArgument, PayloadTooLarge,
+        WrongIsolation (a window in a REPEATABLE READ or SERIALIZABLE transaction).
+        """
+        call = q.enqueue_job(
+            entrypoint,
+            payload,
+            priority=priority,
+            run_at=run_at,
+            dedupe_key=dedupe_key,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
+            concurrency_key=concurrency_key,
+            dedupe_scope=dedupe_scope,
+            dedupe_window=dedupe_window,
+            dedupe_mode=dedupe_mode,
+        )
+        enqueued: Enqueued = self._run(call, conn)
+        return enqueued
 
     def enqueue_batch(
         self,
@@ -161,12 +222,27 @@ class Client:
         priority: int = 0,
         run_at: datetime | timedelta | None = None,
         concurrency_keys: Sequence[str | None] | None = None,
+        dedupe_keys: Sequence[str | None] | None = None,
+        dedupe_scope: str | None = None,
+        dedupe_window: Interval = None,
+        dedupe_mode: str | None = None,
         conn: Conn = None,
     ) -> list[int]:
         """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
-        in the order of payloads. At most 100000 payloads. Raises InvalidArgument, PayloadTooLarge."""
+        in the order of payloads. At most 100000 payloads. dedupe_keys: one per payload (None:
+        no key), with dedupe_scope, dedupe_window, dedupe_mode as in enqueue_job(); a payload
+        whose key finds a standing job gets that job's id (jobs go in one by one then).
+        Raises InvalidArgument, PayloadTooLarge."""
         call = q.enqueue_batch(
-            entrypoint, payloads, priority=priority, run_at=run_at, concurrency_keys=concurrency_keys
+            entrypoint,
+            payloads,
+            priority=priority,
+            run_at=run_at,
+            concurrency_keys=concurrency_keys,
+            dedupe_keys=dedupe_keys,
+            dedupe_scope=dedupe_scope,
+            dedupe_window=dedupe_window,
+            dedupe_mode=dedupe_mode,
         )
         ids: list[int] = self._run(call, conn)
         return ids

@@ -45,7 +45,8 @@ class InvalidCron(InvalidArgument):
 
 
 class WrongIsolation(PgqError):
-    """PQ007: a claim of a concurrency-limited entrypoint ran outside READ COMMITTED."""
+    """PQ007: a claim of a concurrency-limited entrypoint, or an enqueue with a
+    dedupe_window, ran outside READ COMMITTED."""
 
     sqlstate = "PQ007"
 

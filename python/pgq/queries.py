@@ -21,10 +21,11 @@ from psycopg.types.json import Jsonb
 
 from . import tracing
 from .errors import InvalidArgument, SchemaError, UnknownJob, translate
-from .rows import JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
 
 Query: TypeAlias = "sql.Composable | str"
 Params: TypeAlias = "Sequence[Any] | dict[str, Any]"
+IntervalArg: TypeAlias = "timedelta | str | None"
 
 # The statuses of live jobs (the pgq.jobs view), and of finished ones (pgq.outcomes).
 LIVE_STATUSES = ("queued", "waiting", "running", "dead")
@@ -135,6 +136,59 @@ def _named(fixed: dict[str, tuple[str, Any]], optional: dict[str, tuple[str, Any
 # --- producing -------------------------------------------------------------------------------
 
 
+def _dedupe_options(
+    dedupe_scope: str | None, dedupe_window: IntervalArg, dedupe_mode: str | None
+) -> tuple[dict[str, tuple[str, Any]], tuple[tuple[str, str], ...]]:
+    """The uniqueness options as optional named arguments (only those given, so that calls
+    without them work with any pgq schema version) and the interval texts to check."""
+    options = {
+        "dedupe_scope": ("text", dedupe_scope),
+        "dedupe_window": ("interval", dedupe_window),
+        "dedupe_mode": ("text", dedupe_mode),
+    }
+    checks = (("dedupe_window", dedupe_window),) if isinstance(dedupe_window, str) else ()
+    return options, checks
+
+
+def _enqueue_args(
+    entrypoint: str,
+    payload: Any,
+    *,
+    priority: int,
+    run_at: datetime | timedelta | None,
+    dedupe_key: str | None,
+    headers: dict[str, Any] | None,
+    max_attempts: int | None,
+    depends_on: Iterable[int] | None,
+    concurrency_key: str | None,
+    dedupe_scope: str | None,
+    dedupe_window: IntervalArg,
+    dedupe_mode: str | None,
+) -> tuple[str, dict[str, Any], tuple[tuple[str, str], ...]]:
+    """The named arguments of pgq.enqueue and pgq.enqueue_job (the same), their
+    parameters and the interval texts to check first."""
+    run_at_sql, run_at_value = _run_at(run_at)
+    fixed = (
+        "entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb,"
+        f" priority => %(priority)s::integer, run_at => {run_at_sql},"
+        " dedupe_key => %(dedupe_key)s::text, headers => %(headers)s::jsonb,"
+        " max_attempts => %(max_attempts)s::integer, depends_on => %(depends_on)s::bigint[]"
+    )
+    params = {
+        "entrypoint": entrypoint,
+        "payload": _json(payload),
+        "priority": priority,
+        "run_at": run_at_value,
+        "dedupe_key": dedupe_key,
+        "headers": _json(tracing.inject(headers)),
+        "max_attempts": max_attempts,
+        "depends_on": None if depends_on is None else _ids("depends_on", depends_on),
+    }
+    options, checks = _dedupe_options(dedupe_scope, dedupe_window, dedupe_mode)
+    optional, optional_params = _named({}, {"concurrency_key": ("text", concurrency_key), **options})
+    return (fixed + (", " + optional if optional else "")), {**params, **optional_params}, checks
+
+
 def enqueue(
     entrypoint: str,
     payload: Any,
@@ -146,27 +200,60 @@ def enqueue(
     max_attempts: int | None,
     depends_on: Iterable[int] | None,
     concurrency_key: str | None = None,
+    dedupe_scope: str | None = None,
+    dedupe_window: IntervalArg = None,
+    dedupe_mode: str | None = None,
 ) -> Call:
-    run_at_sql, run_at_value = _run_at(run_at)
-    query = (
-        "SELECT pgq.enqueue(entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb,"
-        f" priority => %(priority)s::integer, run_at => {run_at_sql},"
-        " dedupe_key => %(dedupe_key)s::text, headers => %(headers)s::jsonb,"
-        " max_attempts => %(max_attempts)s::integer, depends_on => %(depends_on)s::bigint[]"
-        + (", concurrency_key => %(concurrency_key)s::text)" if concurrency_key is not None else ")")
+    args, params, checks = _enqueue_args(
+        entrypoint,
+        payload,
+        priority=priority,
+        run_at=run_at,
+        dedupe_key=dedupe_key,
+        headers=headers,
+        max_attempts=max_attempts,
+        depends_on=depends_on,
+        concurrency_key=concurrency_key,
+        dedupe_scope=dedupe_scope,
+        dedupe_window=dedupe_window,
+        dedupe_mode=dedupe_mode,
     )
-    params = {
-        "entrypoint": entrypoint,
-        "payload": _json(payload),
-        "priority": priority,
-        "run_at": run_at_value,
-        "dedupe_key": dedupe_key,
-        "headers": _json(tracing.inject(headers)),
-        "max_attempts": max_attempts,
-        "depends_on": None if depends_on is None else _ids("depends_on", depends_on),
-        "concurrency_key": concurrency_key,
-    }
-    return Call(query, params, convert=int)
+    return Call(f"SELECT pgq.enqueue({args})", params, convert=int, intervals=checks)
+
+
+def enqueue_job(
+    entrypoint: str,
+    payload: Any,
+    *,
+    priority: int,
+    run_at: datetime | timedelta | None,
+    dedupe_key: str | None,
+    headers: dict[str, Any] | None,
+    max_attempts: int | None,
+    depends_on: Iterable[int] | None,
+    concurrency_key: str | None,
+    dedupe_scope: str | None,
+    dedupe_window: IntervalArg,
+    dedupe_mode: str | None,
+) -> Call:
+    args, params, checks = _enqueue_args(
+        entrypoint,
+        payload,
+        priority=priority,
+        run_at=run_at,
+        dedupe_key=dedupe_key,
+        headers=headers,
+        max_attempts=max_attempts,
+        depends_on=depends_on,
+        concurrency_key=concurrency_key,
+        dedupe_scope=dedupe_scope,
+        dedupe_window=dedupe_window,
+        dedupe_mode=dedupe_mode,
+    )
+    query = f"SELECT e.id, e.created, e.replaced FROM pgq.enqueue_job({args}) AS e"
+    return Call(
+        query, params, shape="rows", row_class=Enqueued, convert=lambda rows: rows[0], intervals=checks
+    )
 
 
 def enqueue_batch(
@@ -176,22 +263,36 @@ def enqueue_batch(
     priority: int,
     run_at: datetime | timedelta | None,
     concurrency_keys: Sequence[str | None] | None = None,
+    dedupe_keys: Sequence[str | None] | None = None,
+    dedupe_scope: str | None = None,
+    dedupe_window: IntervalArg = None,
+    dedupe_mode: str | None = None,
 ) -> Call:
     run_at_sql, run_at_value = _run_at(run_at)
-    keys = "" if concurrency_keys is None else ", concurrency_keys => %(keys)s::text[]"
+    options, checks = _dedupe_options(dedupe_scope, dedupe_window, dedupe_mode)
+    optional, optional_params = _named(
+        {},
+        {
+            "concurrency_keys": ("text[]", None if concurrency_keys is None else list(concurrency_keys)),
+            "dedupe_keys": ("text[]", None if dedupe_keys is None else list(dedupe_keys)),
+            **options,
+        },
+    )
     query = (
         "SELECT id FROM pgq.enqueue_batch("
         "entrypoint => %(entrypoint)s::text, payloads => %(payloads)s::jsonb[],"
-        f" priority => %(priority)s::integer, run_at => {run_at_sql}{keys}) AS id"
+        f" priority => %(priority)s::integer, run_at => {run_at_sql}"
+        + (", " + optional if optional else "")
+        + ") AS id"
     )
     params = {
         "entrypoint": entrypoint,
         "payloads": [_json(p) for p in payloads],
         "priority": priority,
         "run_at": run_at_value,
-        "keys": None if concurrency_keys is None else list(concurrency_keys),
+        **optional_params,
     }
-    return Call(query, params, shape="column", convert=lambda ids: [int(i) for i in ids])
+    return Call(query, params, shape="column", convert=lambda ids: [int(i) for i in ids], intervals=checks)
 
 
 # --- following jobs --------------------------------------------------------------------------
@@ -278,9 +379,6 @@ def pause(entrypoint: str) -> Call:
 
 def resume(entrypoint: str) -> Call:
     return Call("SELECT pgq.resume(entrypoint => %s::text)", (entrypoint,), shape="none")
-
-
-IntervalArg: TypeAlias = "timedelta | str | None"
 
 
 def configure(

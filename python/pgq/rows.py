@@ -12,7 +12,28 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-__all__ = ["JobResult", "JobRow", "OutcomeRow", "QueueRow", "ScheduleRow", "StatsRow", "WorkerRow"]
+__all__ = [
+    "Enqueued",
+    "JobResult",
+    "JobRow",
+    "OutcomeRow",
+    "QueueRow",
+    "ScheduleRow",
+    "StatsRow",
+    "WorkerRow",
+]
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What pgq.enqueue_job did. id: the new job, or the job that stands for this one (a
+    job with the same dedupe key, under the call's dedupe_scope and dedupe_window);
+    created: this call made a new job; replaced: it rewrote the standing job (dedupe_mode
+    'replace'; created is then False)."""
+
+    id: int
+    created: bool
+    replaced: bool
 
 
 @dataclass(frozen=True)

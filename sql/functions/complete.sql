@@ -3,7 +3,8 @@
 -- deliveries is given, only on the delivery the worker ran: a job that was re-queued under
 -- a live worker (its timeout) and claimed again is settled by the new run alone, never by
 -- the late call of the first. Completed jobs leave the hot table and their outcome
--- ('succeeded', with enqueued/started/finished times) is appended to the outcome log.
+-- ('succeeded', with enqueued/started/finished times and the dedupe key, which an enqueue's
+-- dedupe_window looks for) is appended to the outcome log.
 -- Jobs waiting for them (depends_on) are queued when all their dependencies have
 -- succeeded. Completing a job of a concurrency-limited entrypoint frees a slot: workers
 -- are woken (NOTIFY pgq) to claim again.
@@ -69,16 +70,16 @@ BEGIN
           AND (complete.deliveries IS NULL
                OR (j.id, j.deliveries) IN (SELECT p.id, p.d FROM unnest(job_ids, complete.deliveries) AS p (id, d)))
         RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
-                  j.payload, j.headers, j.depends_on
+                  j.payload, j.headers, j.depends_on, j.dedupe_key
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at,
-            finished_at, worker_id, result, payload, headers, depends_on
+            finished_at, worker_id, result, payload, headers, depends_on, dedupe_key
         )
         SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
                d.started_at, v_now, complete.worker_id,
-               r.result, d.payload, d.headers, d.depends_on
+               r.result, d.payload, d.headers, d.depends_on, d.dedupe_key
         FROM done AS d
         LEFT JOIN (
             SELECT DISTINCT ON (p.id, p.d) p.id, p.d, p.result

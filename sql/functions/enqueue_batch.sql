@@ -1,15 +1,25 @@
 -- pgq.enqueue_batch: many jobs of one entrypoint in one statement.
 -- Parameters: entrypoint; payloads (one job per element, at most 100000; a NULL element
 --   is a job with a NULL payload); priority; run_at; concurrency_keys (optional: one key
---   per payload, NULL elements for jobs without a key; see pgq.enqueue).
--- Returns the new job ids in the order of payloads. One NOTIFY per call, not per job.
+--   per payload, NULL elements for jobs without a key; see pgq.enqueue); dedupe_keys
+--   (optional: one dedupe key per payload, NULL elements for jobs without one) with
+--   dedupe_scope, dedupe_window and dedupe_mode (see pgq.enqueue_job): each job goes in as
+--   pgq.enqueue_job would put it, in the order of payloads, so two payloads with one key
+--   make one job (with dedupe_mode 'replace', the later payload wins). That path runs job
+--   by job; without dedupe_keys the batch is one statement.
+-- Returns the job ids in the order of payloads (with dedupe_keys, the id of the job that
+-- stands for a payload where one did). One NOTIFY per call, not per job.
 -- Raises PQ001 for invalid arguments, PQ004 for an oversized payload.
 CREATE OR REPLACE FUNCTION pgq.enqueue_batch(
     entrypoint text,
     payloads jsonb[],
     priority integer DEFAULT 0,
     run_at timestamptz DEFAULT NULL,
-    concurrency_keys text[] DEFAULT NULL
+    concurrency_keys text[] DEFAULT NULL,
+    dedupe_keys text[] DEFAULT NULL,
+    dedupe_scope text DEFAULT NULL,
+    dedupe_window interval DEFAULT NULL,
+    dedupe_mode text DEFAULT NULL
 )
 RETURNS SETOF bigint
 LANGUAGE plpgsql
@@ -21,6 +31,8 @@ AS $$
 DECLARE
     v_run_at timestamptz := greatest(coalesce(run_at, now()), now());
     v_too_big integer;
+    v_bad integer;
+    v_job record;
 BEGIN
     PERFORM pgq._check_job(entrypoint, NULL, run_at, NULL, NULL, NULL);
     IF payloads IS NULL THEN
@@ -42,6 +54,21 @@ BEGIN
             PERFORM pgq._mark_keyed(entrypoint);
         END IF;
     END IF;
+    PERFORM pgq._check_dedupe(dedupe_keys IS NOT NULL, dedupe_scope, dedupe_mode, dedupe_window, 'dedupe_keys');
+    IF dedupe_keys IS NOT NULL THEN
+        IF array_ndims(dedupe_keys) > 1 OR cardinality(dedupe_keys) <> cardinality(payloads) THEN
+            PERFORM pgq._invalid('dedupe_keys', 'must have one element per payload',
+                'Pass NULL, or a one-dimensional array as long as payloads (NULL elements: no key).');
+        END IF;
+        SELECT k.ord INTO v_bad
+        FROM unnest(dedupe_keys) WITH ORDINALITY AS k (key, ord)
+        WHERE k.key = '' OR octet_length(k.key) > 1000
+        LIMIT 1;
+        IF v_bad IS NOT NULL THEN
+            PERFORM pgq._invalid(format('dedupe_keys[%s]', v_bad), 'must be 1 to 1000 bytes long',
+                'Pass NULL for a job without a dedupe key.');
+        END IF;
+    END IF;
     SELECT p.ord INTO v_too_big
     FROM unnest(payloads) WITH ORDINALITY AS p (payload, ord)
     WHERE pg_column_size(p.payload) > 1048576
@@ -49,6 +76,31 @@ BEGIN
     IF v_too_big IS NOT NULL THEN
         RAISE EXCEPTION 'pgq: payloads[%] is over the 1 MiB limit', v_too_big
             USING ERRCODE = 'PQ004', HINT = 'Store large data in a table and put its key in the payload.';
+    END IF;
+    IF dedupe_keys IS NOT NULL THEN
+        -- Job by job, in order: a payload may find the job an earlier one made.
+        FOR v_job IN
+            SELECT p.payload, dedupe_keys[array_lower(dedupe_keys, 1) + p.ord - 1] AS dedupe_key,
+                   concurrency_keys[array_lower(concurrency_keys, 1) + p.ord - 1] AS concurrency_key
+            FROM unnest(payloads) WITH ORDINALITY AS p (payload, ord)
+            ORDER BY p.ord
+        LOOP
+            RETURN NEXT (
+                SELECT e.id
+                FROM pgq.enqueue_job(
+                    entrypoint => enqueue_batch.entrypoint,
+                    payload => v_job.payload,
+                    priority => enqueue_batch.priority,
+                    run_at => enqueue_batch.run_at,
+                    dedupe_key => v_job.dedupe_key,
+                    concurrency_key => v_job.concurrency_key,
+                    dedupe_scope => CASE WHEN v_job.dedupe_key IS NOT NULL THEN dedupe_scope END,
+                    dedupe_window => CASE WHEN v_job.dedupe_key IS NOT NULL THEN dedupe_window END,
+                    dedupe_mode => CASE WHEN v_job.dedupe_key IS NOT NULL THEN dedupe_mode END
+                ) AS e
+            );
+        END LOOP;
+        RETURN;
     END IF;
     -- Identity values follow the insertion order, which follows ord.
     RETURN QUERY
@@ -67,5 +119,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[]) IS
+COMMENT ON FUNCTION pgq.enqueue_batch(
+    text, jsonb[], integer, timestamptz, text[], text[], text, interval, text
+) IS
 'Enqueue one job per payload in one statement; returns the ids in payload order.';

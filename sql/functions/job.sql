@@ -2,7 +2,7 @@
 -- one jsonb document:
 --   id, entrypoint, status (as pgq.job_status), finished (true for succeeded, canceled and
 --   dead), payload, headers, priority, run_at (live jobs), attempt, max_attempts (live
---   jobs), deliveries, dedupe_key, concurrency_key and snoozes (live jobs), worker_id (running jobs, or the worker of
+--   jobs), deliveries, dedupe_key (live and succeeded jobs), concurrency_key and snoozes (live jobs), worker_id (running jobs, or the worker of
 --   the last run), cancel_requested, enqueued_at, started_at, finished_at, result (of a
 --   succeeded job), error (the last error, or why it was canceled),
 --   attempts: every failed attempt, oldest first: {attempt, deliveries, started_at,
@@ -93,7 +93,7 @@ BEGIN
             'attempt', v_out.attempt,
             'max_attempts', NULL,
             'deliveries', v_out.deliveries,
-            'dedupe_key', NULL,
+            'dedupe_key', v_out.dedupe_key,
             'worker_id', v_out.worker_id,
             'cancel_requested', FALSE,
             'enqueued_at', v_out.enqueued_at,

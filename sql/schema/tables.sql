@@ -153,6 +153,8 @@ CREATE TABLE pgq._outcomes (
     payload jsonb,
     headers jsonb,
     depends_on bigint[],
+    -- The dedupe key of a succeeded job (an enqueue's dedupe_window looks for it).
+    dedupe_key text,
     CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled', 'snoozed'))
 ) PARTITION BY RANGE (finished_at);
 
@@ -160,6 +162,10 @@ CREATE TABLE pgq._outcomes_default PARTITION OF pgq._outcomes DEFAULT;
 
 CREATE INDEX _outcomes_job_idx ON pgq._outcomes USING brin (job_id) WITH (pages_per_range = 16);
 CREATE INDEX _outcomes_finished_idx ON pgq._outcomes USING brin (finished_at);
+
+-- Succeeded jobs that had a dedupe key (dedupe_window); jobs without a key pay nothing.
+CREATE INDEX _outcomes_dedupe_idx ON pgq._outcomes (entrypoint, dedupe_key, finished_at)
+WHERE dedupe_key IS NOT NULL;
 
 -- Periodic jobs. next_run is kept up to date so that a sweep finds due schedules with an
 -- index lookup.

@@ -39,6 +39,7 @@ KINDS = (PRODUCER, WORKER, ADMIN, NOBODY)
 FUNCTIONS: dict[str, set[str]] = {
     "enqueue": {PRODUCER, ADMIN},
     "enqueue_batch": {PRODUCER, ADMIN},
+    "enqueue_job": {PRODUCER, ADMIN},
     "enqueue_trigger": {PRODUCER, ADMIN},
     "job_status": {PRODUCER, WORKER, ADMIN},
     "job": {PRODUCER, WORKER, ADMIN},
@@ -259,6 +260,10 @@ W = "pgq.register_worker('w', ARRAY['hx_priv'])"
 PRACTICE: list[tuple[str, set[str]]] = [
     ("SELECT pgq.enqueue('hx_priv', '{\"a\": 1}')", {PRODUCER, ADMIN}),
     ("SELECT * FROM pgq.enqueue_batch('hx_priv', ARRAY['{}'::jsonb])", {PRODUCER, ADMIN}),
+    (
+        "SELECT * FROM pgq.enqueue_job('hx_priv', dedupe_key => 'k', dedupe_mode => 'replace')",
+        {PRODUCER, ADMIN},
+    ),
     ("SELECT pgq.job_status(1)", {PRODUCER, WORKER, ADMIN}),
     ("SELECT pgq.job(1)", {PRODUCER, WORKER, ADMIN}),
     ("SELECT pgq.watch(1)", {PRODUCER, WORKER, ADMIN}),

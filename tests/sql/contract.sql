@@ -3,14 +3,15 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(238);
+SELECT plan(245);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
 SELECT functions_are(
     'pgq',
     ARRAY[
-        'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_trigger',
+        'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
+        'enqueue_trigger',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
         'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
         'unschedule', 'version', 'watch'
@@ -52,20 +53,38 @@ SELECT is(
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(
-        pg_catalog.to_regprocedure('pgq.enqueue(text, jsonb, integer, timestamp with time zone, text, jsonb, integer, bigint[], text)')
+        pg_catalog.to_regprocedure('pgq.enqueue(text, jsonb, integer, timestamp with time zone, text, jsonb, integer, bigint[], text, text, interval, text)')
     ),
     'entrypoint text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, '
     || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
     || 'dedupe_key text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, '
     || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[], '
-    || 'concurrency_key text DEFAULT NULL::text',
+    || 'concurrency_key text DEFAULT NULL::text, dedupe_scope text DEFAULT NULL::text, '
+    || 'dedupe_window interval DEFAULT NULL::interval, dedupe_mode text DEFAULT NULL::text',
     'pgq.enqueue arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[])')),
+    pg_catalog.pg_get_function_arguments(
+        pg_catalog.to_regprocedure('pgq.enqueue_job(text, jsonb, integer, timestamp with time zone, text, jsonb, integer, bigint[], text, text, interval, text)')
+    ),
+    'entrypoint text, payload jsonb DEFAULT NULL::jsonb, priority integer DEFAULT 0, '
+    || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
+    || 'dedupe_key text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, '
+    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[], '
+    || 'concurrency_key text DEFAULT NULL::text, dedupe_scope text DEFAULT NULL::text, '
+    || 'dedupe_window interval DEFAULT NULL::interval, dedupe_mode text DEFAULT NULL::text, '
+    || 'OUT id bigint, OUT created boolean, OUT replaced boolean',
+    'pgq.enqueue_job arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(
+        pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[], text[], text, interval, text)')
+    ),
     'entrypoint text, payloads jsonb[], priority integer DEFAULT 0, '
     || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
-    || 'concurrency_keys text[] DEFAULT NULL::text[]',
+    || 'concurrency_keys text[] DEFAULT NULL::text[], dedupe_keys text[] DEFAULT NULL::text[], '
+    || 'dedupe_scope text DEFAULT NULL::text, dedupe_window interval DEFAULT NULL::interval, '
+    || 'dedupe_mode text DEFAULT NULL::text',
     'pgq.enqueue_batch arguments: names, types and defaults'
 );
 SELECT is(
@@ -175,8 +194,9 @@ SELECT function_returns('pgq', 'cancel', ARRAY['bigint[]'], 'integer', 'pgq.canc
 SELECT function_returns('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim returns setof record');
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
 SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
-SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'bigint', 'pgq.enqueue returns bigint');
-SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
+SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
+SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
+SELECT function_returns('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'record', 'pgq.enqueue_job returns record (one row: id, created, replaced)');
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
 SELECT function_returns('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'text', 'pgq.snooze returns text');
@@ -234,8 +254,9 @@ SELECT is_definer('pgq', 'cancel', ARRAY['bigint[]'], 'pgq.cancel is SECURITY DE
 SELECT is_definer('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim is SECURITY DEFINER');
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq.enqueue is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq.enqueue_batch is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq.enqueue_batch is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue_job is SECURITY DEFINER');
 SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
 SELECT is_definer('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq.snooze is SECURITY DEFINER');
@@ -349,14 +370,18 @@ SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval
 SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
 SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
 SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_job');
+SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_job');
+SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_job');
+SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_job');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_trigger');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_trigger');
 SELECT function_privs_are('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_trigger');

@@ -6,6 +6,7 @@ import logging
 import sys
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import click
 
@@ -81,6 +82,17 @@ def _parse_run_at(run_at: str | None, delay: float | None) -> datetime | timedel
 @click.option("--run-at", help="Not before this ISO 8601 time (local time without an offset).")
 @click.option("--delay", type=float, help="Not before this many seconds from now.")
 @click.option("--dedupe-key", help="Do not duplicate a live job with this key.")
+@click.option(
+    "--dedupe-scope",
+    type=click.Choice(["live", "queued"]),
+    help="Which jobs with the key stand for this one: live (default) or queued (not started yet).",
+)
+@click.option("--dedupe-window", help="A job with the key that succeeded within this interval stands too.")
+@click.option(
+    "--dedupe-mode",
+    type=click.Choice(["keep", "replace"]),
+    help="replace: a standing job not started yet takes this payload, priority and run time.",
+)
 @click.option("--max-attempts", type=int, help="Runs before the job is dead.")
 @click.option("--count", type=click.IntRange(min=1), help="Enqueue this many copies, in batches.")
 @click.option("--concurrency-key", help="The key (tenant, customer) the job counts against.")
@@ -93,32 +105,40 @@ def enqueue(
     run_at: str | None,
     delay: float | None,
     dedupe_key: str | None,
+    dedupe_scope: str | None,
+    dedupe_window: str | None,
+    dedupe_mode: str | None,
     max_attempts: int | None,
     count: int | None,
     concurrency_key: str | None,
 ) -> None:
     """Enqueue a job of ENTRYPOINT with PAYLOAD_JSON ('-' reads it from stdin).
 
-    Prints the job id, or with --count the number of jobs enqueued.
+    Prints the job id, or with --count the number of jobs enqueued. When a job with the
+    dedupe key stands for this one, its id is printed and stderr says so (kept or replaced).
     """
     payload = parse_payload(payload_json)
     when = _parse_run_at(run_at, delay)
+    dedupe = {"dedupe_scope": dedupe_scope, "dedupe_window": dedupe_window, "dedupe_mode": dedupe_mode}
     if count is None:
         with make_client(dsn) as client:
-            job_id = client.enqueue(
-                entrypoint,
-                payload,
-                priority=priority,
-                run_at=when,
-                dedupe_key=dedupe_key,
-                max_attempts=max_attempts,
-                concurrency_key=concurrency_key,
+            args: dict[str, Any] = dict(
+                priority=priority, run_at=when, max_attempts=max_attempts, concurrency_key=concurrency_key
             )
-        click.echo(job_id)
+            if dedupe_key is None:
+                # Plain jobs take pgq.enqueue; options without a key are refused by the database.
+                click.echo(client.enqueue(entrypoint, payload, **args, **dedupe))
+                return
+            done_job = client.enqueue_job(entrypoint, payload, dedupe_key=dedupe_key, **args, **dedupe)
+        click.echo(done_job.id)
+        if done_job.replaced:
+            click.echo(f"replaced job {done_job.id} (same dedupe key, not started yet)", err=True)
+        elif not done_job.created:
+            click.echo(f"not created: job {done_job.id} has the same dedupe key", err=True)
         return
-    if dedupe_key is not None or max_attempts is not None:
+    if dedupe_key is not None or max_attempts is not None or any(v is not None for v in dedupe.values()):
         raise ValueError(
-            "--count cannot be combined with --dedupe-key or --max-attempts;"
+            "--count cannot be combined with --dedupe-key (or its options) or --max-attempts;"
             " set max attempts with `pgq configure ENTRYPOINT --max-attempts N`"
         )
     done = 0
