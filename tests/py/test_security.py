@@ -68,8 +68,11 @@ FUNCTIONS: dict[str, set[str]] = {
 }
 # Public functions that run as their caller, not as pgq's owner (the rest are SECURITY DEFINER).
 INVOKER_FUNCTIONS = {"enqueue_trigger", "version"}
-# Internal functions: none, except the constant the views call (grants.sql says why).
-INTERNAL_FUNCTIONS: dict[str, set[str]] = {"_defaults": {PRODUCER, WORKER, ADMIN}}
+# Internal functions: none, except what the views call (grants.sql says why).
+INTERNAL_FUNCTIONS: dict[str, set[str]] = {
+    "_defaults": {PRODUCER, WORKER, ADMIN},
+    "_queue_counts": {WORKER, ADMIN},
+}
 # View -> the kinds of role that may SELECT from it (and nothing else).
 VIEWS: dict[str, set[str]] = {
     "queues": {WORKER, ADMIN},
@@ -147,8 +150,9 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     definers = [r for r in rows if r[1]]
     # Every public function runs as the owner but the trigger, which runs as the writer; of
     # the internal ones, only the commit-time check of new waiting jobs (it fires as the
-    # producer, at COMMIT, outside any pgq function).
-    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {"_check_waiting"}
+    # producer, at COMMIT, outside any pgq function) and the counts of pgq.queues (its readers
+    # may not read pgq._jobs).
+    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {"_check_waiting", "_queue_counts"}
     assert {r[4] for r in rows if not r[1] and not r[4].startswith("_")} == INVOKER_FUNCTIONS
     bad = [r[0] for r in definers if r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3]]
     assert bad == [], f"SECURITY DEFINER without SET search_path = pg_catalog, pg_temp: {bad}"
