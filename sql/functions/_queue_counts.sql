@@ -38,6 +38,9 @@ SET search_path = pg_catalog, pg_temp
 -- Compiling these short index probes would cost seconds (their estimated costs can cross
 -- the JIT thresholds), running them a few milliseconds.
 SET jit = off
+-- One plan per session: planning this statement costs more than running it, and its
+-- parameters (the entrypoints, the shares) do not change the best plan.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_setting text := pg_catalog.current_setting('pgq.queues_exact_limit', TRUE);
@@ -100,32 +103,37 @@ BEGIN
 
     RETURN QUERY
     WITH RECURSIVE
-    -- The distinct priorities of each entrypoint's queued jobs, highest first.
+    -- Each entrypoint's distinct priorities of queued jobs, highest first, with the run_at
+    -- of the first (oldest) job of each: one descent of the claim index per step.
     prios AS (
-        SELECT e.ep, (
-            SELECT j.priority FROM pgq._jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = e.ep ORDER BY j.priority DESC LIMIT 1
-        ) AS pr
+        SELECT e.ep, f.priority AS pr, f.run_at AS first_run_at
         FROM unnest(v_queued) AS e (ep)
+        CROSS JOIN LATERAL (
+            SELECT j.priority, j.run_at FROM pgq._jobs AS j
+            WHERE j.status = 'queued' AND j.entrypoint = e.ep
+            ORDER BY j.priority DESC, j.run_at LIMIT 1
+        ) AS f
         UNION ALL
-        SELECT p.ep, (
-            SELECT j.priority FROM pgq._jobs AS j
+        SELECT p.ep, f.priority, f.run_at
+        FROM prios AS p
+        CROSS JOIN LATERAL (
+            SELECT j.priority, j.run_at FROM pgq._jobs AS j
             WHERE j.status = 'queued' AND j.entrypoint = p.ep AND j.priority < p.pr
-            ORDER BY j.priority DESC LIMIT 1
-        )
-        FROM prios AS p WHERE p.pr IS NOT NULL
+            ORDER BY j.priority DESC, j.run_at LIMIT 1
+        ) AS f
     ),
     per_priority AS MATERIALIZED (
         SELECT
             p.ep,
-            (
+            p.first_run_at,
+            CASE WHEN p.first_run_at > now() THEN 0 ELSE (
                 SELECT count(*) FROM (
                     SELECT 1 FROM pgq._jobs AS j
                     WHERE j.status = 'queued' AND j.entrypoint = p.ep AND j.priority = p.pr
                       AND j.run_at <= now()
                     ORDER BY j.priority DESC, j.run_at LIMIT v_share_queued + 1
                 ) AS s
-            ) AS due,
+            ) END AS due,
             (
                 SELECT count(*) FROM (
                     SELECT 1 FROM pgq._jobs AS j
@@ -133,13 +141,8 @@ BEGIN
                       AND j.run_at > now()
                     ORDER BY j.priority DESC, j.run_at LIMIT v_share_queued + 1
                 ) AS s
-            ) AS later,
-            (
-                SELECT j.run_at FROM pgq._jobs AS j
-                WHERE j.status = 'queued' AND j.entrypoint = p.ep AND j.priority = p.pr
-                ORDER BY j.priority DESC, j.run_at LIMIT 1
-            ) AS first_run_at
-        FROM prios AS p WHERE p.pr IS NOT NULL
+            ) AS later
+        FROM prios AS p
     ),
     per_ep AS (
         SELECT
@@ -214,6 +217,9 @@ BEGIN
         WHERE s.schemaname = 'pgq' AND s.tablename = '_jobs' AND s.attname = 'entrypoint'
           AND t.oid = 'pgq._jobs'::regclass
     ),
+    mcv AS MATERIALIZED (
+        SELECT u.val, u.freq FROM ep_stats AS st, unnest(st.vals, st.freqs) AS u (val, freq)
+    ),
     -- The counts that went over the limit, with what was counted (a lower bound) and the
     -- entrypoint's weight: its frequency in the table's statistics.
     over AS (
@@ -227,9 +233,7 @@ BEGIN
             UNION ALL
             SELECT d.ep, 'dead', 'dead', d.n FROM dead_counts AS d WHERE d.n > v_share_dead
         ) AS o
-        LEFT JOIN (
-            SELECT u.val, u.freq FROM ep_stats AS st, unnest(st.vals, st.freqs) AS u (val, freq)
-        ) AS m ON o.ep = m.val
+        LEFT JOIN mcv AS m ON o.ep = m.val
     ),
     exact_sums AS (
         SELECT 'queued' AS status, coalesce(sum(e.due) FILTER (WHERE NOT e.due_over), 0)

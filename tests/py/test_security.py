@@ -152,7 +152,10 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     # the internal ones, only the commit-time check of new waiting jobs (it fires as the
     # producer, at COMMIT, outside any pgq function) and the counts of pgq.queues (its readers
     # may not read pgq._jobs).
-    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {"_check_waiting", "_queue_counts"}
+    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {
+        "_check_waiting",
+        "_queue_counts",
+    }
     assert {r[4] for r in rows if not r[1] and not r[4].startswith("_")} == INVOKER_FUNCTIONS
     bad = [r[0] for r in definers if r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3]]
     assert bad == [], f"SECURITY DEFINER without SET search_path = pg_catalog, pg_temp: {bad}"
