@@ -45,7 +45,9 @@ AS $$
 DECLARE
     v_setting text := pg_catalog.current_setting('pgq.queues_exact_limit', TRUE);
     v_limit integer := _queue_counts.exact_limit;
-    v_queued text[];
+    v_pair_ep text[];
+    v_pair_pr integer[];
+    v_pair_first timestamptz[];
     v_dead text[];
     v_share_queued integer;
     v_share_dead integer;
@@ -67,22 +69,40 @@ BEGIN
     END IF;
     v_limit := coalesce(v_limit, 10000);
 
-    -- The entrypoints with queued and with dead jobs: loose index scans.
-    v_queued := ARRAY(
-        WITH RECURSIVE e AS (
+    -- The (entrypoint, priority) pairs of queued jobs with the run_at of each pair's first
+    -- (oldest) job: a loose index scan of the claim index in its order, one descent per
+    -- pair (the next priority of the same entrypoint, else the next entrypoint).
+    SELECT coalesce(array_agg(t.ep), '{}'), coalesce(array_agg(t.pr), '{}'), coalesce(array_agg(t.first), '{}')
+    INTO v_pair_ep, v_pair_pr, v_pair_first
+    FROM (
+        WITH RECURSIVE t AS (
             (
-                SELECT j.entrypoint AS ep FROM pgq._jobs AS j
-                WHERE j.status = 'queued' ORDER BY j.entrypoint LIMIT 1
+                SELECT j.entrypoint AS ep, j.priority AS pr, j.run_at AS first FROM pgq._jobs AS j
+                WHERE j.status = 'queued' ORDER BY j.entrypoint, j.priority DESC, j.run_at LIMIT 1
             )
             UNION ALL
-            SELECT (
-                SELECT j.entrypoint FROM pgq._jobs AS j
-                WHERE j.status = 'queued' AND j.entrypoint > e.ep ORDER BY j.entrypoint LIMIT 1
-            )
-            FROM e WHERE e.ep IS NOT NULL
+            SELECT n.ep, n.pr, n.first
+            FROM t
+            CROSS JOIN LATERAL (
+                SELECT c.ep, c.pr, c.first FROM (
+                    (
+                        SELECT j.entrypoint AS ep, j.priority AS pr, j.run_at AS first FROM pgq._jobs AS j
+                        WHERE j.status = 'queued' AND j.entrypoint = t.ep AND j.priority < t.pr
+                        ORDER BY j.priority DESC, j.run_at LIMIT 1
+                    )
+                    UNION ALL
+                    (
+                        SELECT j.entrypoint, j.priority, j.run_at FROM pgq._jobs AS j
+                        WHERE j.status = 'queued' AND j.entrypoint > t.ep
+                        ORDER BY j.entrypoint, j.priority DESC, j.run_at LIMIT 1
+                    )
+                ) AS c
+                LIMIT 1
+            ) AS n
         )
-        SELECT e.ep FROM e WHERE e.ep IS NOT NULL
-    );
+        SELECT t.ep, t.pr, t.first FROM t
+    ) AS t;
+    -- The entrypoints with dead jobs: a loose index scan of the dead index.
     v_dead := ARRAY(
         WITH RECURSIVE e AS (
             (
@@ -98,30 +118,14 @@ BEGIN
         )
         SELECT e.ep FROM e WHERE e.ep IS NOT NULL
     );
-    v_share_queued := greatest(v_limit / greatest(cardinality(v_queued), 1), least(v_limit, 100));
+    v_share_queued := greatest(
+        v_limit / greatest((SELECT count(DISTINCT e.ep) FROM unnest(v_pair_ep) AS e (ep)), 1)::integer,
+        least(v_limit, 100)
+    );
     v_share_dead := greatest(v_limit / greatest(cardinality(v_dead), 1), least(v_limit, 100));
 
     RETURN QUERY
     WITH RECURSIVE
-    -- Each entrypoint's distinct priorities of queued jobs, highest first, with the run_at
-    -- of the first (oldest) job of each: one descent of the claim index per step.
-    prios AS (
-        SELECT e.ep, f.priority AS pr, f.run_at AS first_run_at
-        FROM unnest(v_queued) AS e (ep)
-        CROSS JOIN LATERAL (
-            SELECT j.priority, j.run_at FROM pgq._jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = e.ep
-            ORDER BY j.priority DESC, j.run_at LIMIT 1
-        ) AS f
-        UNION ALL
-        SELECT p.ep, f.priority, f.run_at
-        FROM prios AS p
-        CROSS JOIN LATERAL (
-            SELECT j.priority, j.run_at FROM pgq._jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = p.ep AND j.priority < p.pr
-            ORDER BY j.priority DESC, j.run_at LIMIT 1
-        ) AS f
-    ),
     per_priority AS MATERIALIZED (
         SELECT
             p.ep,
@@ -142,7 +146,7 @@ BEGIN
                     ORDER BY j.priority DESC, j.run_at LIMIT v_share_queued + 1
                 ) AS s
             ) AS later
-        FROM prios AS p
+        FROM unnest(v_pair_ep, v_pair_pr, v_pair_first) AS p (ep, pr, first_run_at)
     ),
     per_ep AS (
         SELECT
@@ -258,12 +262,26 @@ BEGIN
         INNER JOIN totals AS t ON o.status = t.status
         INNER JOIN exact_sums AS x ON o.status = x.status
     ),
+    -- Per entrypoint: the estimates, and the running and waiting jobs.
+    est AS (
+        SELECT
+            x.ep,
+            max(x.n) FILTER (WHERE x.kind = 'due') AS due,
+            max(x.n) FILTER (WHERE x.kind = 'later') AS later,
+            max(x.n) FILTER (WHERE x.kind = 'dead') AS dead
+        FROM estimates AS x
+        GROUP BY x.ep
+    ),
     live AS (
-        SELECT j.entrypoint AS ep, count(*) AS running, 0::bigint AS waiting
-        FROM pgq._jobs AS j WHERE j.status = 'running' GROUP BY j.entrypoint
-        UNION ALL
-        SELECT j.entrypoint, 0, count(*)
-        FROM pgq._jobs AS j WHERE j.status = 'waiting' GROUP BY j.entrypoint
+        SELECT l.ep, sum(l.running)::bigint AS running, sum(l.waiting)::bigint AS waiting
+        FROM (
+            SELECT j.entrypoint AS ep, count(*) AS running, 0 AS waiting
+            FROM pgq._jobs AS j WHERE j.status = 'running' GROUP BY j.entrypoint
+            UNION ALL
+            SELECT j.entrypoint, 0, count(*)
+            FROM pgq._jobs AS j WHERE j.status = 'waiting' GROUP BY j.entrypoint
+        ) AS l
+        GROUP BY l.ep
     ),
     eps AS (
         SELECT e.ep FROM per_ep AS e
@@ -274,15 +292,17 @@ BEGIN
     )
     SELECT
         eps.ep,
-        coalesce((SELECT x.n FROM estimates AS x WHERE x.ep = eps.ep AND x.kind = 'due'), q.due, 0),
-        coalesce((SELECT x.n FROM estimates AS x WHERE x.ep = eps.ep AND x.kind = 'later'), q.later, 0),
-        coalesce((SELECT sum(l.waiting) FROM live AS l WHERE l.ep = eps.ep), 0)::bigint,
-        coalesce((SELECT sum(l.running) FROM live AS l WHERE l.ep = eps.ep), 0)::bigint,
-        coalesce((SELECT x.n FROM estimates AS x WHERE x.ep = eps.ep AND x.kind = 'dead'), d.n, 0),
+        coalesce(x.due, q.due, 0),
+        coalesce(x.later, q.later, 0),
+        coalesce(l.waiting, 0),
+        coalesce(l.running, 0),
+        coalesce(x.dead, d.n, 0),
         now() - q.oldest,
         coalesce(q.due_over OR q.later_over, FALSE) OR coalesce(d.n > v_share_dead, FALSE)
     FROM eps
     LEFT JOIN per_ep AS q ON eps.ep = q.ep
-    LEFT JOIN dead_counts AS d ON eps.ep = d.ep;
+    LEFT JOIN dead_counts AS d ON eps.ep = d.ep
+    LEFT JOIN est AS x ON eps.ep = x.ep
+    LEFT JOIN live AS l ON eps.ep = l.ep;
 END
 $$;
