@@ -1,17 +1,18 @@
 -- pgq._queue_counts(exact_limit): the job counts of pgq.queues, one row per entrypoint with
 -- live jobs, read through the partial indexes of pgq._jobs so that a million queued jobs
 -- cost no scan of the table:
--- - entrypoints with queued or dead jobs: loose index scans (one index descent per
---   entrypoint) of _jobs_claim_idx and _jobs_dead_idx; running: _jobs_running_idx; waiting:
---   _jobs_waiting_idx (exact, in proportion to the waiting jobs);
+-- - the entrypoints and priorities of queued jobs, and the entrypoints of dead jobs: loose
+--   index scans (one index descent per step) of _jobs_claim_idx and _jobs_dead_idx;
+--   running: _jobs_running_idx; waiting: _jobs_waiting_idx (exact, in proportion to the
+--   waiting jobs);
 -- - queued (due) and scheduled: per entrypoint and priority, two ranges of the claim index
 --   (it is ordered by run_at within a priority), each counted up to the entrypoint's share
 --   of exact_limit (in index order, so that the planner never prefers a scan of the table
 --   that stops early); the first entry of each priority gives the oldest due job;
 -- - dead: the dead index, counted up to the entrypoint's share of exact_limit.
--- exact_limit is how many index entries of a state are counted in all: each entrypoint with
+-- exact_limit is about how many index entries of a state are counted: each entrypoint with
 -- jobs in that state gets exact_limit / (number of such entrypoints), at least 100 (or
--- exact_limit when lower). A count up to its share is exact. Above it the count is an
+-- exact_limit when lower), per priority. A count up to its share is exact. Above it the count is an
 -- estimate (approximate is TRUE): the state's index size from the statistics of the last
 -- VACUUM or ANALYZE (scaled to the index's current size, as the planner does; without
 -- usable statistics, from the index's size alone), less what was counted exactly, shared

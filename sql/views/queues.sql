@@ -3,8 +3,9 @@
 -- queued: due now; scheduled: queued with run_at in the future; oldest_queued_age: how
 -- long the oldest due job has waited; the settings columns show the effective values.
 -- The counts come from pgq._queue_counts through the partial indexes, without a scan of
--- the job table: a count up to pgq.queues_exact_limit (default 1000) is exact, a larger one
--- is an estimate and the row's `approximate` is TRUE.
+-- the job table: up to pgq.queues_exact_limit jobs per state (default 10000, shared among
+-- the entrypoints with jobs in that state, at least 100 each) are counted exactly; a larger
+-- count is an estimate and the row's `approximate` is TRUE.
 CREATE OR REPLACE VIEW pgq.queues AS
 SELECT
     coalesce(c.entrypoint, q.entrypoint) AS entrypoint,
