@@ -174,8 +174,9 @@ BEGIN
     -- Jobs per state from the statistics of its index (density at the last VACUUM or
     -- ANALYZE times the index's current size); from the size alone when the statistics are
     -- missing or plainly stale (fewer than were just counted): entries of about `width`
-    -- bytes (line pointer included) filling 70% of a page, between an index built in order
-    -- and one split at random.
+    -- bytes (line pointer included) filling 90% of a page, as jobs appended in run_at order
+    -- fill them (jobs of many entrypoints interleaved leave pages emptier: an overestimate
+    -- until autovacuum analyzes the table).
     totals AS (
         SELECT
             x.status,
@@ -187,7 +188,7 @@ BEGIN
             SELECT
                 i.status,
                 CASE WHEN c.relpages > 1 AND c.reltuples >= 0 THEN c.reltuples / c.relpages * i.pages END AS by_stats,
-                (i.pages - 1) * (i.block - 40) * 0.7 / i.width AS by_size,
+                (i.pages - 1) * (i.block - 40) * 0.9 / i.width AS by_size,
                 (
                     SELECT coalesce(sum(e.due + e.later), 0) FROM per_ep AS e WHERE i.status = 'queued'
                 ) + (

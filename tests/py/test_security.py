@@ -166,10 +166,13 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
         if r[2] == "plpgsql" and (r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3])
     ]
     assert bad == [], f"plpgsql functions without a pinned search_path: {bad}"
-    # Only public functions run as the owner, and the commit-time trigger function; it is
-    # executable by no role (a trigger needs no EXECUTE when it fires).
-    helpers = [r[0] for r in rows if r[1] and r[0].startswith("pgq._")]
-    assert helpers == ["pgq._check_waiting()"], f"internal SECURITY DEFINER functions: {helpers}"
+    # Only public functions run as the owner, the commit-time trigger function (executable
+    # by no role: a trigger needs no EXECUTE when it fires) and the counts of pgq.queues
+    # (executable by its readers only, INTERNAL_FUNCTIONS).
+    helpers = sorted(r[0] for r in rows if r[1] and r[0].startswith("pgq._"))
+    assert helpers == ["pgq._check_waiting()", "pgq._queue_counts(integer)"], (
+        f"internal SECURITY DEFINER functions: {helpers}"
+    )
 
 
 def test_pgq_objects_are_owned_by_the_installer_or_a_superuser(conn: psycopg.Connection) -> None:
