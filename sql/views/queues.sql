@@ -2,20 +2,11 @@
 --   SELECT * FROM pgq.queues;
 -- queued: due now; scheduled: queued with run_at in the future; oldest_queued_age: how
 -- long the oldest due job has waited; the settings columns show the effective values.
+-- The counts come from pgq._queue_counts through the partial indexes, without a scan of
+-- the job table: up to pgq.queues_exact_limit jobs per state (default 10000, shared among
+-- the entrypoints with jobs in that state, at least 100 each) are counted exactly; a larger
+-- count is an estimate and the row's `approximate` is TRUE.
 CREATE OR REPLACE VIEW pgq.queues AS
-WITH counts AS (
-    SELECT
-        j.entrypoint,
-        count(*) FILTER (WHERE j.status = 'queued' AND j.run_at <= now()) AS queued,
-        count(*) FILTER (WHERE j.status = 'queued' AND j.run_at > now()) AS scheduled,
-        count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
-        count(*) FILTER (WHERE j.status = 'running') AS running,
-        count(*) FILTER (WHERE j.status = 'dead') AS dead,
-        now() - min(j.run_at) FILTER (WHERE j.status = 'queued' AND j.run_at <= now()) AS oldest_queued_age
-    FROM pgq._jobs AS j
-    GROUP BY j.entrypoint
-)
-
 SELECT
     coalesce(c.entrypoint, q.entrypoint) AS entrypoint,
     coalesce(c.queued, 0) AS queued,
@@ -35,10 +26,12 @@ SELECT
     coalesce(q.retention, d.retention) AS retention,
     coalesce(q.max_deliveries, d.max_deliveries) AS max_deliveries,
     q.key_concurrency,
-    coalesce(q.max_snoozes, d.max_snoozes) AS max_snoozes
-FROM counts AS c
+    coalesce(q.max_snoozes, d.max_snoozes) AS max_snoozes,
+    coalesce(c.approximate, FALSE) AS approximate
+FROM pgq._queue_counts() AS c
 FULL JOIN pgq._queues AS q ON c.entrypoint = q.entrypoint
 CROSS JOIN pgq._defaults() AS d
 ORDER BY coalesce(c.entrypoint, q.entrypoint);
 
-COMMENT ON VIEW pgq.queues IS 'One row per entrypoint: job counts by state, pause state and effective settings.';
+COMMENT ON VIEW pgq.queues IS
+'One row per entrypoint: job counts by state (exact up to pgq.queues_exact_limit, estimated above it: approximate), pause state and effective settings.';

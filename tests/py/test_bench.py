@@ -27,6 +27,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         [
             *("bench", "--dsn", ADMIN_DSN, "--quick", "--no-peer", "--jobs", "500", "--seconds", "1"),
             *("--backlog-sizes", "500,2000", "--latency-rate", "40", "--timeout", "60"),
+            *("--queues-size", "3000"),
             *("--json", str(out), "--db-prefix", f"bench_test_{os.getpid()}_"),
         ],
         catch_exceptions=False,
@@ -44,6 +45,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         "latency",
         "backlog",
         "xmin",
+        "queues",
         "peer",
     }
     assert "skipped" in s["peer"]
@@ -57,6 +59,12 @@ def test_bench_quick(tmp_path: Path) -> None:
     runs = s["backlog"]["runs"]
     assert set(runs) == {"500", "2000"}
     assert all(r["jobs"] == 500 and r["jobs_per_s"] > 0 for r in runs.values())
+    reads = s["queues"]["runs"]
+    assert set(reads) == {"1", "100"}
+    for eps, read in reads.items():
+        # 3000 jobs: within the exact limit, so shown exactly, one row per entrypoint.
+        assert read["vacuumed"]["rows"] == int(eps) and read["vacuumed"]["queued_shown"] == 3000, read
+        assert read["ms"] > 0
     assert [t["met"] for t in data["targets"]], data["targets"]
-    assert "raw limit" in result.output
+    assert "raw limit" in result.output and "pgq.queues at 3k queued (100 entrypoints)" in result.output
     assert "targets:" not in result.output and "[MISS]" not in result.output

@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
+from psycopg.conninfo import make_conninfo
 
 import pgq.cli.status
 from pgq import Client
@@ -82,6 +83,28 @@ def test_status_prints_queues_and_workers(dsn: str, client: Client, conn: psycop
     worker = next(line for line in lines if line.startswith("box-1")).split()
     assert worker[1] == "alive" and worker[-1] == "0"
     assert all(line == line.rstrip() for line in lines)
+
+
+def test_status_shows_estimated_counts_with_a_tilde(dsn: str, client: Client) -> None:
+    """Above the exact limit of pgq.queues (lowered to 100 here through the DSN's options),
+    a count is an estimate: the row is approximate and status shows ~N; the other rows and
+    the counts within the limit stay exact."""
+    client.enqueue_batch("big", list(range(250)))
+    client.enqueue_batch("small", [1, 2])
+    limited = make_conninfo(dsn, options="-c pgq.queues_exact_limit=200")
+    with Client(limited) as c:
+        rows = {q.entrypoint: q for q in c.queues()}
+    assert rows["big"].approximate and rows["big"].queued > 100
+    assert not rows["small"].approximate and rows["small"].queued == 2
+    lines = ok(run(limited, "status")).splitlines()
+    big = next(line for line in lines if line.startswith("big")).split()
+    assert re.fullmatch(r"~\d[\d,]*", big[1]) and big[2:6] == ["0", "0", "0", "0"], big
+    assert next(line for line in lines if line.startswith("small")).split()[1:3] == ["2", "0"]
+    # With the default limit the same counts are exact.
+    assert {q.entrypoint: (q.queued, q.approximate) for q in client.queues()} == {
+        "big": (250, False),
+        "small": (2, False),
+    }
 
 
 def finish(conn: psycopg.Connection, entrypoint: str, n: int) -> None:
@@ -268,8 +291,10 @@ def test_enqueue_run_at_and_delay(dsn: str, client: Client) -> None:
 def test_enqueue_count_uses_batches(dsn: str, client: Client) -> None:
     result = run(dsn, "enqueue", "bulk", '{"n": 1}', "--count", "10005", "--priority", "3")
     assert ok(result).strip() == "enqueued 10005 jobs"
-    [queue] = client.queues()
-    assert queue.queued == 10005
+    # Over the 10,000 pgq.queues counts exactly by default: raised for an exact count.
+    with Client(make_conninfo(dsn, options="-c pgq.queues_exact_limit=20000")) as exact:
+        [queue] = exact.queues()
+    assert queue.queued == 10005 and not queue.approximate
     jobs = client.jobs(limit=10)
     assert {j.payload["n"] for j in jobs} == {1} and {j.priority for j in jobs} == {3}
 

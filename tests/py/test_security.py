@@ -69,8 +69,11 @@ FUNCTIONS: dict[str, set[str]] = {
 }
 # Public functions that run as their caller, not as pgq's owner (the rest are SECURITY DEFINER).
 INVOKER_FUNCTIONS = {"enqueue_trigger", "version"}
-# Internal functions: none, except the constant the views call (grants.sql says why).
-INTERNAL_FUNCTIONS: dict[str, set[str]] = {"_defaults": {PRODUCER, WORKER, ADMIN}}
+# Internal functions: none, except what the views call (grants.sql says why).
+INTERNAL_FUNCTIONS: dict[str, set[str]] = {
+    "_defaults": {PRODUCER, WORKER, ADMIN},
+    "_queue_counts": {WORKER, ADMIN},
+}
 # View -> the kinds of role that may SELECT from it (and nothing else).
 VIEWS: dict[str, set[str]] = {
     "queues": {WORKER, ADMIN},
@@ -148,8 +151,12 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     definers = [r for r in rows if r[1]]
     # Every public function runs as the owner but the trigger, which runs as the writer; of
     # the internal ones, only the commit-time check of new waiting jobs (it fires as the
-    # producer, at COMMIT, outside any pgq function).
-    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {"_check_waiting"}
+    # producer, at COMMIT, outside any pgq function) and the counts of pgq.queues (its readers
+    # may not read pgq._jobs).
+    assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {
+        "_check_waiting",
+        "_queue_counts",
+    }
     assert {r[4] for r in rows if not r[1] and not r[4].startswith("_")} == INVOKER_FUNCTIONS
     bad = [r[0] for r in definers if r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3]]
     assert bad == [], f"SECURITY DEFINER without SET search_path = pg_catalog, pg_temp: {bad}"
@@ -160,10 +167,13 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
         if r[2] == "plpgsql" and (r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3])
     ]
     assert bad == [], f"plpgsql functions without a pinned search_path: {bad}"
-    # Only public functions run as the owner, and the commit-time trigger function; it is
-    # executable by no role (a trigger needs no EXECUTE when it fires).
-    helpers = [r[0] for r in rows if r[1] and r[0].startswith("pgq._")]
-    assert helpers == ["pgq._check_waiting()"], f"internal SECURITY DEFINER functions: {helpers}"
+    # Only public functions run as the owner, the commit-time trigger function (executable
+    # by no role: a trigger needs no EXECUTE when it fires) and the counts of pgq.queues
+    # (executable by its readers only, INTERNAL_FUNCTIONS).
+    helpers = sorted(r[0] for r in rows if r[1] and r[0].startswith("pgq._"))
+    assert helpers == ["pgq._check_waiting()", "pgq._queue_counts(integer)"], (
+        f"internal SECURITY DEFINER functions: {helpers}"
+    )
 
 
 def test_pgq_objects_are_owned_by_the_installer_or_a_superuser(conn: psycopg.Connection) -> None:

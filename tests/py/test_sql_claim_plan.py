@@ -189,3 +189,42 @@ def test_backlog_is_what_the_plan_tests_assume(backlog: str) -> None:
         assert per_ep[0] > ROWS // ENTRYPOINTS - 1000
         stats = c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs'::regclass").fetchone()[0]
         assert stats > ROWS * 0.9, "the table was not analysed"
+
+
+def test_queues_view_reads_only_the_indexes(backlog: str) -> None:
+    """pgq.queues on the backlog: every statement it runs (auto_explain on the nested
+    statements of pgq._queue_counts, cached generic plans included) reads _jobs through its
+    partial indexes, never a Seq Scan; each entrypoint's 10,000 jobs are over its share of
+    the exact limit (100 of 10,000 for 100 entrypoints), so the counts are estimates from
+    the fresh statistics, close to the truth; the oldest due job is still exact."""
+    notices: list[str] = []
+    with psycopg.connect(backlog, autocommit=True) as c:
+        c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        c.execute("LOAD 'auto_explain'")
+        for setting in (
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_nested_statements = on",
+            "auto_explain.log_format = json",
+            "auto_explain.log_level = notice",
+            "client_min_messages = notice",
+        ):
+            c.execute(f"SET {setting}")
+        for _ in range(3):
+            rows = c.execute(
+                "SELECT entrypoint, queued, oldest_queued_age, approximate FROM pgq.queues"
+            ).fetchall()
+        c.execute("SET auto_explain.log_min_duration = -1")  # the check below scans, on purpose
+        oldest = dict(
+            c.execute(
+                "SELECT entrypoint, now() - min(run_at) FROM pgq._jobs WHERE status = 'queued' GROUP BY 1"
+            ).fetchall()
+        )
+    plans = [json.loads(body)["Plan"] for m in notices for _, sep, body in [m.partition("plan:")] if sep]
+    scans = [n for p in plans for n in plan_nodes(p) if n.get("Relation Name") == "_jobs"]
+    assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), [
+        (n["Node Type"], n.get("Index Name")) for n in scans
+    ]
+    assert len(rows) == ENTRYPOINTS and all(r[3] for r in rows)
+    assert all(ROWS // ENTRYPOINTS * 0.8 < r[1] < ROWS // ENTRYPOINTS * 1.2 for r in rows), rows
+    # The view's now() and the query's differ by the time between them: a second at most.
+    assert all(abs((r[2] - oldest[r[0]]).total_seconds()) < 1 for r in rows)

@@ -8,8 +8,9 @@ Scenarios: raw limit (pgq's claim -> complete cycle as plain SQL under pgbench);
 (N pre-enqueued no-op jobs, W `pgq worker` processes); enqueue (one job per transaction
 on 1 and 8 connections, and enqueue_batch of 1000, through pgbench and pgq.Client);
 latency (commit -> handler start with an idle worker); backlog (10k, 100k, 1M queued);
-held xmin (a drain while a REPEATABLE READ snapshot stays open); and PgQueuer's drain,
-enqueue and latency side by side.
+held xmin (a drain while a REPEATABLE READ snapshot stays open); queues (reads of pgq.queues
+with 1M jobs queued over 1 and 100 entrypoints); and PgQueuer's drain, enqueue and latency
+side by side.
 """
 
 from __future__ import annotations
@@ -37,7 +38,20 @@ from .report import render, targets
 
 # Concurrency keys of the keyed drain (jobs take them in turn).
 KEYS = 100
-SCENARIOS = ["raw", "sql", "drain", "defaults", "keyed", "enqueue", "latency", "backlog", "xmin", "peer"]
+SCENARIOS = [
+    "raw",
+    "sql",
+    "drain",
+    "defaults",
+    "keyed",
+    "enqueue",
+    "latency",
+    "backlog",
+    "xmin",
+    "queues",
+    "peer",
+]
+QUEUES_ENTRYPOINTS = (1, 100)
 
 
 def _sizes(text: str) -> list[int]:
@@ -64,6 +78,11 @@ def _sizes(text: str) -> list[int]:
     "--seconds", type=click.IntRange(min=1), help="Length of timed runs  [default: 10; 2 with --quick]"
 )
 @click.option("--backlog-sizes", help="Queued jobs for the backlog scenario  [default: 10000,100000,1000000]")
+@click.option(
+    "--queues-size",
+    type=click.IntRange(min=1),
+    help="Queued jobs while pgq.queues is read  [default: 1000000; 100000 with --quick]",
+)
 @click.option("--latency-rate", type=click.FloatRange(min=1), default=50.0, show_default=True, help="Jobs/s.")
 @click.option("--timeout", type=click.FloatRange(min=10), default=300.0, show_default=True, help="Per drain.")
 @click.option(
@@ -89,6 +108,7 @@ def bench_command(
     batch_size: int,
     seconds: int | None,
     backlog_sizes: str | None,
+    queues_size: int | None,
     latency_rate: float,
     timeout: float,
     repeat: int | None,
@@ -107,6 +127,7 @@ def bench_command(
     seconds = seconds or (2 if quick else 10)
     repeat = repeat or (1 if quick else 3)
     sizes = _sizes(backlog_sizes or ("10000,100000" if quick else "10000,100000,1000000"))
+    queues_size = queues_size or (100_000 if quick else 1_000_000)
     out_dir = Path(".bench").resolve()
     json_path = (json_path or out_dir / "results.json").resolve()
     log_dir = json_path.parent / "logs"
@@ -121,6 +142,7 @@ def bench_command(
         "batch_size": batch_size,
         "seconds": seconds,
         "backlog_sizes": sizes,
+        "queues_size": queues_size,
         "latency_rate": latency_rate,
         "repeat": repeat,
         "quick": quick,
@@ -144,6 +166,7 @@ def bench_command(
         jobs=jobs,
         seconds=seconds,
         sizes=sizes,
+        queues_size=queues_size,
         latency_rate=latency_rate,
         drain_args=drain_args,
         peer_skip=peer_skip,
@@ -200,12 +223,19 @@ class Rounds:
         rates = [r[rate] for r in results]
         return {**best, "runs": rates, "median": statistics.median(rates)}
 
+    def first(self, key: str) -> dict[str, Any]:
+        """The result of a measurement run once (not a rate: no best of several)."""
+        if key in self.errors:
+            return {"error": self.errors[key]}
+        return (self.runs.get(key) or [{"skipped": "not run"}])[0]
+
     def run(
         self,
         *,
         jobs: int,
         seconds: int,
         sizes: list[int],
+        queues_size: int,
         latency_rate: float,
         drain_args: dict[str, Any],
         peer_skip: str | None,
@@ -315,6 +345,14 @@ class Rounds:
                                     rate, peer_enqueue.get(f"client_{key}", 0.0)
                                 )
 
+        if on("queues"):
+            note("--- pgq.queues")
+            for eps in QUEUES_ENTRYPOINTS:
+                self.attempt(
+                    f"queues_{eps}",
+                    lambda eps=eps: bench_pgq.queues_read(server, size=queues_size, entrypoints=eps),
+                )
+
         if on("latency"):
             note("--- latency")
             self.attempt("latency", lambda: bench_pgq.latency(server, seconds=seconds, rate=latency_rate))
@@ -356,6 +394,12 @@ class Rounds:
             }
         else:
             out["backlog"] = {"skipped": "not selected (--only)"}
+        if on("queues"):
+            reads = {str(eps): self.first(f"queues_{eps}") for eps in QUEUES_ENTRYPOINTS}
+            errors = [f"{eps} entrypoints: {r['error']}" for eps, r in reads.items() if "error" in r]
+            out["queues"] = {"runs": reads, **({"error": "; ".join(errors)} if errors else {})}
+        else:
+            out["queues"] = {"skipped": "not selected (--only)"}
         if peer is None:
             out["peer"] = {"skipped": peer_skip or "not selected (--only)"}
         else:

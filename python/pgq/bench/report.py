@@ -83,6 +83,14 @@ def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
         )
     r = _ratio(_get(s, "xmin", "jobs_per_s"), drain)
     add("held-xmin drain >= 90% of clean", r, r is not None and r >= 0.9, f"{(r or 0) * 100:.0f}%")
+    for eps, read in (_get(s, "queues", "runs") or {}).items():
+        ms = read.get("ms")
+        add(
+            f"pgq.queues at {_size(read.get('queued', 0))} queued ({eps} entrypoints) < 10 ms",
+            ms,
+            ms is not None and ms < 10,
+            f"{ms} ms",
+        )
     return out
 
 
@@ -224,6 +232,21 @@ def render(results: dict[str, Any]) -> str:
             f"{_x(_ratio(xmin, drain))} of the clean drain",
         ]
     )
+    for eps, read in sorted((_get(s, "queues", "runs") or {}).items(), key=lambda kv: int(kv[0])):
+        if "ms" not in read:
+            continue
+        fresh, vacuumed = read["fresh"], read["vacuumed"]
+        rows.append(
+            [
+                f"pgq.queues at {_size(read['queued'])} queued ({eps} entrypoint{'s' if eps != '1' else ''})",
+                f"{read['ms']:.1f} ms",
+                "",
+                "",
+                f"median of {read['reads']} reads: {fresh['median_ms']:.1f} ms after the fill,"
+                f" {vacuumed['median_ms']:.1f} ms after VACUUM; {vacuumed['approximate_rows']} of"
+                f" {vacuumed['rows']} rows approximate",
+            ]
+        )
     lines += _table(rows)
     cpu_rows = [["CPU per job (busy run)", "client processes", "PostgreSQL backends", "other load"]]
     for label, node in [

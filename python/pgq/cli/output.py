@@ -104,6 +104,18 @@ def number(value: Decimal | float | None) -> str:
     return "0" if text in ("", "-0") else text
 
 
+def job_count(value: int, approximate: bool = False) -> int | str:
+    """A job count of pgq.queues: exact as is; in a row with estimated counts, those above
+    100 (an estimate is always above its exact share, at least 100) as ~150, ~12k, ~1.0M."""
+    if not approximate or value <= 100:
+        return value
+    if value < 10_000:
+        return f"~{value:,}"
+    if value < 1_000_000:
+        return f"~{value / 1000:.0f}k"
+    return f"~{value / 1_000_000:.1f}M"
+
+
 def per_second(value: Decimal | None) -> str | None:
     """A rate limit: 5/s; None for no limit."""
     return None if value is None else f"{number(value)}/s"

@@ -21,6 +21,7 @@ from .output import (
     build_table,
     dsn_option,
     handle_errors,
+    job_count,
     latency,
     make_client,
     number,
@@ -108,11 +109,12 @@ def _print_once(snapshot: Snapshot, since: str) -> None:
         ],
         [
             [
-                *(q.entrypoint, q.queued, q.scheduled, q.waiting, q.running, q.dead),
+                *(q.entrypoint, *_counts(q)),
                 *(q.oldest_queued_age, q.paused, q.concurrency, per_second(q.rate)),
             ]
             for q in snapshot.queues
         ],
+        right=("queued", "scheduled", "dead"),
     )
     click.echo()
     print_table(
@@ -199,7 +201,7 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
         rows.append(
             [
                 name,
-                *((q.queued, q.scheduled, q.waiting, q.running, q.dead) if q else (0, 0, 0, 0, 0)),
+                *(_counts(q) if q else (0, 0, 0, 0, 0)),
                 q.oldest_queued_age if q else None,
                 "paused" if q and q.paused else None,
                 number(snapshot.recent.get(name, Decimal(0))),
@@ -215,7 +217,18 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
             *("now/s", "1 min/s", "succeeded", "failed", "wait p50", "wait p99", "run p50", "run p99"),
         ],
         rows,
-        right=("oldest", "now/s", "1 min/s", "wait p50", "wait p99", "run p50", "run p99"),
+        right=(
+            "queued",
+            "scheduled",
+            "dead",
+            "oldest",
+            "now/s",
+            "1 min/s",
+            "wait p50",
+            "wait p99",
+            "run p50",
+            "run p99",
+        ),
         # Least useful first, left out while the table is wider than the terminal.
         drop=(
             "scheduled",
@@ -229,6 +242,13 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
             "run p99",
         ),
     )
+
+
+def _counts(q: QueueRow) -> tuple[int | str, ...]:
+    """queued, scheduled, waiting, running, dead; estimates (above the exact limit of
+    pgq.queues) shown as ~1.0M. Only queued, scheduled and dead are ever estimated."""
+    a = q.approximate
+    return (job_count(q.queued, a), job_count(q.scheduled, a), q.waiting, q.running, job_count(q.dead, a))
 
 
 def _workers(workers: list[WorkerRow]) -> list[RenderableType]:

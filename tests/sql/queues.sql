@@ -1,0 +1,156 @@
+-- pgq.queues at scale: counts through pgq._queue_counts, exact up to the entrypoint's share of
+-- pgq.queues_exact_limit, estimated above it (approximate); a low limit keeps the test small.
+BEGIN;
+SELECT plan(21);
+
+-- Fixture, written straight into the table: qa has due jobs at two priorities (3 at
+-- priority 1, 2 at priority 0, the oldest of them at priority 0) and 2 scheduled; qb one
+-- due job; qc 3 dead jobs; qd one running and one waiting job.
+INSERT INTO pgq._jobs (entrypoint, priority, run_at) VALUES
+('qa', 1, now() - interval '1 minute'),
+('qa', 1, now() - interval '1 minute'),
+('qa', 1, now() - interval '1 minute'),
+('qa', 0, now() - interval '10 minutes'),
+('qa', 0, now() - interval '2 minutes'),
+('qa', 0, now() + interval '1 hour'),
+('qa', 5, now() + interval '2 hours'),
+('qb', 0, now() - interval '3 minutes');
+INSERT INTO pgq._jobs (entrypoint, status) VALUES ('qc', 'dead'), ('qc', 'dead'), ('qc', 'dead');
+INSERT INTO pgq._jobs (entrypoint, status, worker_id) VALUES ('qd', 'running', gen_random_uuid());
+INSERT INTO pgq._jobs (entrypoint, status, depends_on) VALUES ('qd', 'waiting', ARRAY[1]::bigint[]);
+SELECT lives_ok($$SELECT pgq.pause('qe')$$, 'qe has settings and no jobs');
+
+-- What a full scan counts, for comparison.
+CREATE TEMP VIEW t_truth AS
+SELECT
+    j.entrypoint,
+    count(*) FILTER (WHERE j.status = 'queued' AND j.run_at <= now()) AS queued,
+    count(*) FILTER (WHERE j.status = 'queued' AND j.run_at > now()) AS scheduled,
+    count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
+    count(*) FILTER (WHERE j.status = 'running') AS running,
+    count(*) FILTER (WHERE j.status = 'dead') AS dead,
+    now() - min(j.run_at) FILTER (WHERE j.status = 'queued' AND j.run_at <= now()) AS oldest_queued_age,
+    FALSE AS approximate
+FROM pgq._jobs AS j
+WHERE j.entrypoint IN ('qa', 'qb', 'qc', 'qd')
+GROUP BY j.entrypoint
+UNION ALL
+SELECT
+    'qe' AS entrypoint,
+    0 AS queued,
+    0 AS scheduled,
+    0 AS waiting,
+    0 AS running,
+    0 AS dead,
+    NULL AS oldest_queued_age,
+    FALSE AS approximate;
+
+SELECT results_eq(
+    $$
+        SELECT q.entrypoint, q.queued, q.scheduled, q.waiting, q.running, q.dead, q.oldest_queued_age, q.approximate
+        FROM pgq.queues AS q WHERE q.entrypoint LIKE 'q_' ORDER BY 1
+    $$,
+    $$SELECT * FROM t_truth ORDER BY 1$$,
+    'default limit: every count exact, the oldest due job found across priorities, approximate false'
+);
+
+SELECT is(set_config('pgq.queues_exact_limit', '3', TRUE), '3', 'the limit is set to 3');
+SELECT results_eq(
+    $$
+        SELECT q.entrypoint, q.queued, q.scheduled, q.waiting, q.running, q.dead, q.oldest_queued_age, q.approximate
+        FROM pgq.queues AS q WHERE q.entrypoint LIKE 'q_' ORDER BY 1
+    $$,
+    $$SELECT * FROM t_truth ORDER BY 1$$,
+    'a limit of 3: counts of 3 per priority are still exact (5 due over two priorities)'
+);
+
+SELECT is(set_config('pgq.queues_exact_limit', '2', TRUE), '2', 'the limit is set to 2');
+SELECT results_eq(
+    $$SELECT q.entrypoint, q.approximate FROM pgq.queues AS q WHERE q.entrypoint LIKE 'q_' ORDER BY 1$$,
+    $$VALUES ('qa', TRUE), ('qb', FALSE), ('qc', TRUE), ('qd', FALSE), ('qe', FALSE)$$,
+    'a limit of 2: the rows with a count over it are approximate'
+);
+SELECT ok(
+    (SELECT q.queued > 2 FROM pgq.queues AS q WHERE q.entrypoint = 'qa'),
+    'an estimated count is above the limit (never below what was counted)'
+);
+SELECT results_eq(
+    $$
+        SELECT q.scheduled, q.waiting, q.running, q.oldest_queued_age
+        FROM pgq.queues AS q WHERE q.entrypoint = 'qa'
+    $$,
+    $$SELECT t.scheduled, t.waiting, t.running, t.oldest_queued_age FROM t_truth AS t WHERE t.entrypoint = 'qa'$$,
+    'in an approximate row, the counts within the limit and the oldest age stay exact'
+);
+SELECT results_eq(
+    $$SELECT q.queued, q.dead FROM pgq.queues AS q WHERE q.entrypoint = 'qb'$$,
+    $$VALUES (1::bigint, 0::bigint)$$,
+    'an entrypoint within the limit is exact beside approximate ones'
+);
+
+-- With fresh statistics the estimate is the index's job count less the exact counts.
+ANALYZE pgq._jobs;
+SELECT results_eq(
+    $$SELECT q.entrypoint, q.queued, q.dead FROM pgq.queues AS q WHERE q.entrypoint IN ('qa', 'qc') ORDER BY 1$$,
+    $$VALUES ('qa', 5::bigint, 0::bigint), ('qc', 0, 3)$$,
+    'fresh statistics: the estimates are the queued and dead jobs the indexes hold, less the exact counts'
+);
+
+-- Exact zero and non-zero, whatever the limit.
+SELECT is(set_config('pgq.queues_exact_limit', '0', TRUE), '0', 'the limit is set to 0');
+SELECT results_eq(
+    $$
+        SELECT q.entrypoint, q.queued > 0, q.scheduled > 0, q.dead > 0, q.approximate
+        FROM pgq.queues AS q WHERE q.entrypoint LIKE 'q_' ORDER BY 1
+    $$,
+    $$
+        VALUES ('qa', TRUE, TRUE, FALSE, TRUE), ('qb', TRUE, FALSE, FALSE, TRUE), ('qc', FALSE, FALSE, TRUE, TRUE),
+               ('qd', FALSE, FALSE, FALSE, FALSE), ('qe', FALSE, FALSE, FALSE, FALSE)
+    $$,
+    'a limit of 0: every count is still zero exactly when there are no such jobs'
+);
+
+-- The share: 4 entrypoints with queued jobs share a limit of 400, 100 each.
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qf' FROM generate_series(1, 150);
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qg' FROM generate_series(1, 100);
+SELECT is(set_config('pgq.queues_exact_limit', '400', TRUE), '400', 'the limit is set to 400');
+SELECT results_eq(
+    $$SELECT q.entrypoint, q.approximate FROM pgq.queues AS q WHERE q.entrypoint IN ('qa', 'qf', 'qg') ORDER BY 1$$,
+    $$VALUES ('qa', FALSE), ('qf', TRUE), ('qg', FALSE)$$,
+    'the limit is shared among the entrypoints with jobs in a state: 150 of 4 x 100 is over, 100 is not'
+);
+SELECT is(
+    (SELECT q.queued FROM pgq.queues AS q WHERE q.entrypoint = 'qg'), 100::bigint, 'a count of its share is exact'
+);
+SELECT is(
+    (SELECT q.queued FROM pgq._queue_counts(1000) AS q WHERE q.entrypoint = 'qf'), 150::bigint,
+    'the limit as an argument wins over the setting'
+);
+
+-- Validation.
+SELECT is(set_config('pgq.queues_exact_limit', 'lots', TRUE), 'lots', 'the limit is set to lots');
+SELECT throws_ok(
+    $$SELECT * FROM pgq.queues$$, 'PQ001',
+    'pgq: invalid argument pgq.queues_exact_limit: ''lots'' is not a whole number from 0 to 999999999',
+    'a setting that is not a count is refused (PQ001), naming the setting'
+);
+SELECT is(set_config('pgq.queues_exact_limit', '', TRUE), '', 'the limit is reset');
+SELECT throws_ok(
+    $$SELECT * FROM pgq._queue_counts(-1)$$, 'PQ001', 'pgq: invalid argument exact_limit: -1 is negative',
+    'a negative limit is refused (PQ001)'
+);
+
+-- The readers of pgq.queues run the counting function, the producer does not.
+SELECT results_eq(
+    $$
+        SELECT r.rolname FROM pg_catalog.pg_roles AS r
+        WHERE r.rolname IN ('pgq_producer', 'pgq_worker', 'pgq_admin')
+          AND has_function_privilege(r.oid, 'pgq._queue_counts(integer)', 'EXECUTE')
+        ORDER BY r.rolname
+    $$,
+    $$VALUES ('pgq_admin'::name), ('pgq_worker')$$,
+    'pgq_worker and pgq_admin may run pgq._queue_counts, pgq_producer may not'
+);
+
+SELECT * FROM finish();
+ROLLBACK;
