@@ -62,10 +62,11 @@ BEGIN
         DELETE FROM pgq._jobs AS j WHERE j.id = new.id RETURNING j.*
     )
     INSERT INTO pgq._outcomes (
-        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error, payload, headers, depends_on
+        job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error, payload, headers, depends_on,
+        concurrency_key
     )
     SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, v_failed,
-           c.payload, c.headers, c.depends_on
+           c.payload, c.headers, c.depends_on, c.concurrency_key
     FROM canceled AS c;
     PERFORM pgq._cancel_dependents(ARRAY[new.id], format('dependency %s was canceled', new.id));
     RETURN NULL;

@@ -41,11 +41,11 @@ BEGIN
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
-            worker_id, error, payload, headers, depends_on
+            worker_id, error, payload, headers, depends_on, concurrency_key
         )
         SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
                c.started_at, v_now, c.worker_id, 'canceled while its worker was lost',
-               c.payload, c.headers, c.depends_on
+               c.payload, c.headers, c.depends_on, c.concurrency_key
         FROM canceled AS c
     )
     SELECT array_agg(c.id) INTO v_canceled FROM canceled AS c;
@@ -74,15 +74,15 @@ BEGIN
         FROM held AS h
         WHERE j.id = h.id
         RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.last_error,
-                  h.poisoned, h.worker_id AS held_by
+                  j.concurrency_key, h.poisoned, h.worker_id AS held_by
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, finished_at, worker_id,
-            error, fatal
+            error, fatal, concurrency_key
         )
         SELECT r.id, r.entrypoint, 'failed', r.priority, r.attempt, r.deliveries, r.enqueued_at, v_now,
-               r.held_by, r.last_error, TRUE
+               r.held_by, r.last_error, TRUE, r.concurrency_key
         FROM released AS r
         WHERE r.poisoned
     )

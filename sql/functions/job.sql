@@ -2,9 +2,10 @@
 -- one jsonb document:
 --   id, entrypoint, status (as pgq.job_status), finished (true for succeeded, canceled and
 --   dead), payload, headers, priority, run_at (live jobs), attempt, max_attempts (live
---   jobs), deliveries, dedupe_key (live and succeeded jobs), concurrency_key and snoozes (live jobs), worker_id (running jobs, or the worker of
---   the last run), cancel_requested, enqueued_at, started_at, finished_at, result (of a
---   succeeded job), error (the last error, or why it was canceled),
+--   jobs), deliveries, dedupe_key (live and succeeded jobs), concurrency_key, snoozes (live
+--   jobs), worker_id (running jobs, or the worker of the last run), cancel_requested,
+--   enqueued_at, started_at, finished_at, result (of a succeeded job), error (the last
+--   error, or why it was canceled),
 --   attempts: every failed attempt, oldest first: {attempt, deliveries, started_at,
 --     finished_at, worker_id, error (in full)},
 --   depends_on: the jobs it waits or waited for: [{id, status}],
@@ -94,6 +95,7 @@ BEGIN
             'max_attempts', NULL,
             'deliveries', v_out.deliveries,
             'dedupe_key', v_out.dedupe_key,
+            'concurrency_key', v_out.concurrency_key,
             'worker_id', v_out.worker_id,
             'cancel_requested', FALSE,
             'enqueued_at', v_out.enqueued_at,

@@ -155,6 +155,8 @@ CREATE TABLE pgq._outcomes (
     depends_on bigint[],
     -- The dedupe key of a succeeded job (an enqueue's dedupe_window looks for it).
     dedupe_key text,
+    -- The job's concurrency key (pgq.job and pgq.outcomes show it once the job finished).
+    concurrency_key text,
     CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled', 'snoozed'))
 ) PARTITION BY RANGE (finished_at);
 

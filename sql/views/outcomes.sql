@@ -13,7 +13,8 @@ SELECT
     o.finished_at,
     o.worker_id,
     o.error,
-    o.result
+    o.result,
+    o.concurrency_key
 FROM pgq._outcomes AS o;
 
 COMMENT ON VIEW pgq.outcomes IS 'Outcome log: one terminal row per finished job, one failed row per failed attempt.';

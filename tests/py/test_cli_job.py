@@ -41,7 +41,9 @@ TRACEBACK = 'Traceback (most recent call last):\n  File "app.py", line 3, in h\n
 
 
 def test_job_tells_a_finished_jobs_whole_story(dsn: str, client: pgq.Client) -> None:
-    parent = client.enqueue("story", {"n": 1}, headers={"trace": "t1"}, priority=4)
+    parent = client.enqueue(
+        "story", {"n": 1}, headers={"trace": "t1"}, priority=4, concurrency_key="tenant:3"
+    )
     child = client.enqueue("story_child", depends_on=[parent])
     worker = claim(client, "story")
     client.fail(worker, parent, TRACEBACK, retry_in=timedelta(0))
@@ -57,6 +59,7 @@ def test_job_tells_a_finished_jobs_whole_story(dsn: str, client: pgq.Client) -> 
     assert '  payload      {"n": 1}' in lines
     assert '  headers      {"trace": "t1"}' in lines
     assert '  result       {"sum": 3}' in lines
+    assert "  concurrency key tenant:3" in lines
     assert "failed attempts (1):" in lines
     assert "    ValueError: bad input" in lines and '      File "app.py", line 3, in h' in lines
     story = json.loads(run(dsn, "job", str(child), "--json").stdout)

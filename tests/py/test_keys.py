@@ -151,9 +151,27 @@ def test_worker_sees_the_key_and_snoozes(dsn: str, conn: psycopg.Connection) -> 
         t.join(30)
     assert seen == [("tenant:7", 0, 1), ("tenant:7", 0, 2)]
     outcomes = conn.execute(
-        "SELECT outcome, attempt FROM pgq._outcomes WHERE job_id = %s ORDER BY finished_at", (job_id,)
+        "SELECT outcome, attempt, concurrency_key FROM pgq.outcomes WHERE job_id = %s ORDER BY finished_at",
+        (job_id,),
     ).fetchall()
-    assert outcomes == [("snoozed", 0), ("succeeded", 0)]
+    assert outcomes == [("snoozed", 0, "tenant:7"), ("succeeded", 0, "tenant:7")]
+    assert conn.execute("SELECT pgq.job(%s) ->> 'concurrency_key'", (job_id,)).fetchone()[0] == "tenant:7"
+
+
+def test_a_job_canceled_at_its_enqueues_commit_keeps_its_key(dsn: str, conn: psycopg.Connection) -> None:
+    """The enqueue's transaction is open when its dependency is canceled: the commit-time
+    check cancels the new job, and its outcome row keeps the key."""
+    parent = conn.execute("SELECT pgq.enqueue('keyparent')").fetchone()[0]
+    with psycopg.connect(dsn) as producer:
+        child = producer.execute(
+            "SELECT pgq.enqueue('keychild', depends_on => ARRAY[%s::bigint], concurrency_key => 'tenant:9')",
+            (parent,),
+        ).fetchone()[0]
+        assert conn.execute("SELECT pgq.cancel(ARRAY[%s::bigint])", (parent,)).fetchone()[0] == 1
+        producer.commit()
+    assert conn.execute(
+        "SELECT outcome, concurrency_key FROM pgq.outcomes WHERE job_id = %s", (child,)
+    ).fetchall() == [("canceled", "tenant:9")]
 
 
 def test_snooze_rejects_a_bad_delay() -> None:

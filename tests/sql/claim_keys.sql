@@ -1,9 +1,10 @@
 -- pgq.claim with concurrency keys: rotation among keys within a priority (a big key does
 -- not delay a small one), priority first across priorities, the key cursor, key_concurrency
 -- (per-key FIFO with 1), jobs without a key, the key in the claim's rows and pgq.jobs;
--- enqueue, enqueue_batch and the trigger with keys; validation (PQ001).
+-- enqueue, enqueue_batch and the trigger with keys; validation (PQ001); the key kept in
+-- the outcome log (every way a job leaves an outcome row) and in pgq.job of finished jobs.
 BEGIN;
-SELECT plan(24);
+SELECT plan(36);
 
 SELECT pgq.register_worker('w', ARRAY['ka', 'kb', 'kc', 'kd', 'plain']) AS w \gset
 
@@ -160,6 +161,57 @@ SELECT is(
     ARRAY['acme', NULL],
     'the trigger takes the key from the named column (NULL: no key)'
 );
+
+-- The outcome log keeps the key: one job per way out, each with its own key, one at a time.
+SELECT pgq.register_worker('wo', ARRAY['kout']) AS wo \gset
+CREATE FUNCTION pg_temp.outcome_keys(key text) RETURNS text[]
+LANGUAGE sql AS $$
+    SELECT array_agg(o.outcome ORDER BY o.outcome) FROM pgq.outcomes AS o WHERE o.concurrency_key = key
+$$;
+SELECT pgq.enqueue('kout', NULL, concurrency_key => 'k-ok') AS ok \gset
+SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
+SELECT count(*) FROM pgq.complete(:'wo', ARRAY[:'ok'::bigint]);
+SELECT is(pg_temp.outcome_keys('k-ok'), ARRAY['succeeded'], 'a succeeded job''s outcome row has its key');
+SELECT is(pgq.job(:'ok') ->> 'concurrency_key', 'k-ok', 'pgq.job of a succeeded job shows its key');
+
+SELECT pgq.enqueue('kout', NULL, max_attempts => 1, concurrency_key => 'k-dead') AS dead \gset
+SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
+SELECT pgq.fail(:'wo', :'dead', 'boom');
+SELECT pgq.cancel(ARRAY[:'dead'::bigint]);
+SELECT is(pg_temp.outcome_keys('k-dead'), ARRAY['dead', 'failed'], 'a dead job''s failed and dead rows have its key');
+SELECT is(pgq.job(:'dead') ->> 'concurrency_key', 'k-dead', 'pgq.job of a discarded dead job shows its key');
+
+SELECT pgq.enqueue('kout', NULL, run_at => now() + interval '1 hour', concurrency_key => 'k-cancel') AS parent \gset
+SELECT pgq.enqueue('kout', NULL, depends_on => ARRAY[:'parent'::bigint], concurrency_key => 'k-dependent') AS dependent \gset
+SELECT pgq.cancel(ARRAY[:'parent'::bigint]);
+SELECT is(pg_temp.outcome_keys('k-cancel'), ARRAY['canceled'], 'a canceled job''s outcome row has its key');
+SELECT is(pgq.job(:'parent') ->> 'concurrency_key', 'k-cancel', 'pgq.job of a canceled job shows its key');
+SELECT is(pg_temp.outcome_keys('k-dependent'), ARRAY['canceled'], 'a dependent canceled with its dependency keeps its key');
+SELECT pgq.enqueue('kout', NULL, depends_on => ARRAY[:'parent'::bigint], concurrency_key => 'k-born') AS born \gset
+SELECT is(pg_temp.outcome_keys('k-born'), ARRAY['canceled'], 'a job born canceled keeps its key');
+
+SELECT pgq.enqueue('kout', NULL, concurrency_key => 'k-snooze') AS snoozed \gset
+SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
+SELECT pgq.snooze(:'wo', :'snoozed', interval '1 hour');
+SELECT is(pg_temp.outcome_keys('k-snooze'), ARRAY['snoozed'], 'a snoozed job''s outcome row has its key');
+
+SELECT pgq.enqueue('kout', NULL, concurrency_key => 'k-fail-cancel') AS fc \gset
+SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
+SELECT pgq.cancel(ARRAY[:'fc'::bigint]);
+SELECT pgq.fail(:'wo', :'fc', 'stopped');
+SELECT is(pg_temp.outcome_keys('k-fail-cancel'), ARRAY['canceled'], 'a running job canceled on failure keeps its key');
+
+SELECT pgq.enqueue('kout', NULL, concurrency_key => 'k-lost-cancel') AS lc \gset
+SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
+SELECT pgq.cancel(ARRAY[:'lc'::bigint]);
+SELECT pgq._release(ARRAY[:'wo'::uuid]);
+SELECT is(pg_temp.outcome_keys('k-lost-cancel'), ARRAY['canceled'], 'a job canceled when its worker was lost keeps its key');
+
+SELECT pgq.configure('kout', max_deliveries => 1);
+SELECT pgq.enqueue('kout', NULL, concurrency_key => 'k-poison') AS poison \gset
+SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
+SELECT pgq._release(ARRAY[:'wo'::uuid], '{}', TRUE);
+SELECT is(pg_temp.outcome_keys('k-poison'), ARRAY['failed'], 'a poison pill''s failed row has its key');
 
 SELECT * FROM finish();
 ROLLBACK;

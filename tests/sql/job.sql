@@ -54,8 +54,8 @@ SELECT is(
     jsonb_build_object(
         'id', pg_temp.jid('parent'), 'entrypoint', 'js', 'status', 'succeeded', 'finished', TRUE,
         'payload', '{"n": 1}'::jsonb, 'headers', '{"trace": "t1"}'::jsonb, 'priority', 5, 'run_at', NULL,
-        'attempt', 1, 'max_attempts', NULL, 'deliveries', 2, 'dedupe_key', NULL, 'cancel_requested', FALSE,
-        'result', '{"ok": true}'::jsonb, 'error', NULL
+        'attempt', 1, 'max_attempts', NULL, 'deliveries', 2, 'dedupe_key', NULL, 'concurrency_key', NULL,
+        'cancel_requested', FALSE, 'result', '{"ok": true}'::jsonb, 'error', NULL
     ),
     'a succeeded job: its payload, headers and result from the outcome log'
 );
@@ -72,7 +72,7 @@ SELECT is(pgq.job(pg_temp.jid('child')) ->> 'status', 'queued', 'the child was r
 SELECT is(pgq.cancel(ARRAY[pg_temp.jid('canceled')]), 1, 'one job is canceled');
 SELECT is(
     pgq.job(pg_temp.jid('canceled')) - ARRAY['id', 'enqueued_at', 'finished_at', 'attempts', 'dependents', 'depends_on', 'worker_id', 'started_at', 'run_at', 'max_attempts', 'dedupe_key', 'cancel_requested', 'deliveries', 'attempt', 'entrypoint', 'headers', 'result', 'finished'],
-    '{"status": "canceled", "payload": {"n": 4}, "priority": -5, "error": "canceled by pgq.cancel"}'::jsonb,
+    '{"status": "canceled", "payload": {"n": 4}, "priority": -5, "error": "canceled by pgq.cancel", "concurrency_key": null}'::jsonb,
     'a canceled job keeps its payload and says why it was canceled'
 );
 SELECT is(pgq.job(-1), NULL, 'an unknown id: NULL');
