@@ -160,6 +160,8 @@ class OutcomeRow:
     worker_id: UUID | None
     error: str | None
     result: Any
+    # The key it counted against (pgq.enqueue's concurrency_key), or None.
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True)
