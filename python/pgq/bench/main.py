@@ -244,13 +244,13 @@ class Rounds:
         cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
 
         def pgq_drain(
-            name: str, hold_xmin: bool = False, defaults: bool = False, keys: int = 0
+            name: str, hold_xmin: bool = False, defaults: bool = False, keys: int = 0, n: int = jobs
         ) -> dict[str, Any]:
             return bench_pgq.drain(
                 server,
                 name,
-                fill=lambda d: bench_pgq.enqueue_jobs(d, jobs, f"{name}: enqueuing", keys),
-                jobs=jobs,
+                fill=lambda d: bench_pgq.enqueue_jobs(d, n, f"{name}: enqueuing", keys),
+                jobs=n,
                 hold_xmin=hold_xmin,
                 defaults=defaults,
                 **drain_args,
@@ -287,7 +287,8 @@ class Rounds:
             if on("defaults"):
                 self.attempt("defaults", lambda: pgq_drain("defaults", defaults=True))
             if on("keyed"):
-                self.attempt("keyed", lambda: pgq_drain("keyed", keys=KEYS))
+                # A fifth of N: fair claims among keys cost several times the plain claim.
+                self.attempt("keyed", lambda: pgq_drain("keyed", keys=KEYS, n=max(100, jobs // 5)))
             if peer is not None and best_cfg is not None:
                 self.attempt(
                     "peer_drain",

@@ -174,7 +174,7 @@ def render(results: dict[str, Any]) -> str:
     keyed = _get(s, "keyed", "jobs_per_s")
     rows.append(
         [
-            f"drain {_size(p['jobs'])} jobs of 100 concurrency keys (fair claims)",
+            f"drain {_size(_get(s, 'keyed', 'jobs') or 0)} jobs of 100 concurrency keys (fair claims)",
             _rate(keyed),
             "",
             "",
