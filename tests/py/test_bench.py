@@ -41,6 +41,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         "drain",
         "defaults",
         "keyed",
+        "bystander",
         "enqueue",
         "latency",
         "backlog",
@@ -53,6 +54,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
     for name in ("drain", "defaults", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
+    assert s["bystander"]["bystander"]["drain"]["p50_ms"] > 0, s["bystander"]
+    assert s["bystander"]["bystander"]["idle"]["samples"] >= 100, s["bystander"]
     assert s["keyed"]["jobs"] == 100 and s["keyed"]["jobs_per_s"] > 0, s["keyed"]
     for key in ("single_1conn", "single_8conn", "batch1000_1conn"):
         assert s["enqueue"][f"pgbench_{key}"] > 0 and s["enqueue"][f"client_{key}"] > 0

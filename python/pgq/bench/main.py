@@ -44,6 +44,7 @@ SCENARIOS = [
     "drain",
     "defaults",
     "keyed",
+    "bystander",
     "enqueue",
     "latency",
     "backlog",
@@ -286,6 +287,8 @@ class Rounds:
                 self.attempt("drain", lambda: pgq_drain("drain"))
             if on("defaults"):
                 self.attempt("defaults", lambda: pgq_drain("defaults", defaults=True))
+            if on("bystander"):
+                self.attempt("bystander", lambda: bench_pgq.bystander(server, jobs=jobs, **drain_args))
             if on("keyed"):
                 # A fifth of N: fair claims among keys cost several times the plain claim.
                 self.attempt("keyed", lambda: pgq_drain("keyed", keys=KEYS, n=max(100, jobs // 5)))
@@ -370,6 +373,7 @@ class Rounds:
             ("drain", "drain", "jobs_per_s"),
             ("defaults", "defaults", "jobs_per_s"),
             ("keyed", "keyed", "jobs_per_s"),
+            ("bystander", "bystander", "jobs_per_s"),
             ("xmin", "xmin", "jobs_per_s"),
             ("latency", "latency", "p50_ms"),
         ]:

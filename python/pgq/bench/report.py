@@ -181,6 +181,20 @@ def render(results: dict[str, Any]) -> str:
             f"{_x(_ratio(keyed, drain))} of the drain without keys",
         ]
     )
+    by = _get(s, "bystander", "bystander") or {}
+
+    def lat(d: Any) -> str:
+        return f"{d['p50_ms']:.1f} / {d['p99_ms']:.1f} ms" if isinstance(d, dict) and "p50_ms" in d else "-"
+
+    rows.append(
+        [
+            "bystander UPDATE on its own table, p50 / p99, while a drain runs",
+            lat(by.get("drain")),
+            "",
+            "",
+            f"{lat(by.get('idle'))} with the queue idle; {by.get('rate', 0):.0f}/s, 1 connection",
+        ]
+    )
     for key, label in [
         ("single_1conn", "enqueue, 1 job/transaction, 1 connection"),
         ("single_8conn", "enqueue, 1 job/transaction, 8 connections"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import threading
@@ -202,6 +203,7 @@ def drain(
     timeout: float,
     hold_xmin: bool = False,
     defaults: bool = False,
+    bystander: bool = False,
 ) -> dict[str, Any]:
     """Drain `jobs` jobs of the bench entrypoint with `workers` pgq worker processes (run
     with no flags at all when `defaults`).
@@ -223,15 +225,27 @@ def drain(
             with Processes(server.log_dir, name) as procs:
                 procs.start(worker_argv(dsn, concurrency, batch_size, defaults), count=workers)
                 wait_for(f"{workers} pgq workers", _ready(dsn, procs, workers), timeout=60)
-                result = measure_drain(
-                    dsn,
-                    jobs,
-                    PGQ_PROBES,
-                    procs,
-                    release=lambda: execute(dsn, f"SELECT pgq.resume('{ENTRYPOINT}')"),
-                    timeout=timeout,
-                    label=f"{name}: draining",
-                )
+                with contextlib.ExitStack() as stack:
+                    other = stack.enter_context(Bystander(dsn)) if bystander else None
+                    if other is not None:
+                        time.sleep(3.0)  # its latency with the queue idle
+
+                    def release() -> None:
+                        if other is not None:
+                            other.phase = "drain"
+                        execute(dsn, f"SELECT pgq.resume('{ENTRYPOINT}')")
+
+                    result = measure_drain(
+                        dsn,
+                        jobs,
+                        PGQ_PROBES,
+                        procs,
+                        release=release,
+                        timeout=timeout,
+                        label=f"{name}: draining",
+                    )
+                if other is not None:
+                    result["bystander"] = other.summary()
                 if not result["timed_out"]:
                     left = execute(
                         dsn,
@@ -246,6 +260,64 @@ def drain(
     if result["jobs"] < jobs and not result["timed_out"]:
         raise BenchError(f"{name}: {result['jobs']} of {jobs} jobs completed")
     return {**result, "workers": workers, "concurrency": concurrency, "batch_size": batch_size}
+
+
+class Bystander:
+    """Another application on the same server: one connection updating a row of a small
+    table of its own, `rate` times a second, each statement its own transaction; its
+    latencies (ms) are kept per phase ("idle", "drain")."""
+
+    def __init__(self, dsn: str, rate: float = 200.0) -> None:
+        self.dsn, self.rate = dsn, rate
+        self.phase = "idle"
+        self.latencies: dict[str, list[float]] = {"idle": [], "drain": []}
+        self._stop = threading.Event()
+        execute(
+            dsn,
+            "CREATE TABLE IF NOT EXISTS bystander (id integer PRIMARY KEY, n bigint NOT NULL DEFAULT 0)",
+            "INSERT INTO bystander (id) SELECT g FROM generate_series(1, 1000) AS g ON CONFLICT DO NOTHING",
+        )
+        self._thread = threading.Thread(target=self._run, name="bystander", daemon=True)
+
+    def __enter__(self) -> Bystander:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            n, next_at = 0, time.perf_counter()
+            while not self._stop.is_set():
+                n += 1
+                t0 = time.perf_counter()
+                conn.execute("UPDATE bystander SET n = n + 1 WHERE id = %s", (n % 1000 + 1,))
+                self.latencies[self.phase].append((time.perf_counter() - t0) * 1000)
+                next_at += 1 / self.rate
+                self._stop.wait(max(0.0, next_at - time.perf_counter()))
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rate": self.rate}
+        for phase, values in self.latencies.items():
+            if len(values) >= 2:
+                q = statistics.quantiles(values, n=100)
+                out[phase] = {"samples": len(values), "p50_ms": round(q[49], 2), "p99_ms": round(q[98], 2)}
+        return out
+
+
+def bystander(server: Server, *, jobs: int, **drain_args: Any) -> dict[str, Any]:
+    """A bystander's latency with the queue idle (workers started, nothing queued for them
+    yet), then while N jobs drain (tuned workers)."""
+    return drain(
+        server,
+        "bystander",
+        fill=lambda d: enqueue_jobs(d, jobs, "bystander: enqueuing"),
+        jobs=jobs,
+        bystander=True,
+        **drain_args,
+    )
 
 
 def backlog_fill(size: int, sample: int) -> Callable[[str], None]:
