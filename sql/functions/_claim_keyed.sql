@@ -10,6 +10,10 @@
 -- after key_cursor (the key the previous claim ended on), and locked in that order (SKIP
 -- LOCKED) up to allowed. Jobs without a key take part as the key '' (before every real
 -- key, which is never empty), from the head of the entrypoint's plain claim order.
+-- The offers are built twice at most: first each key offers only about its share of the
+-- batch (allowed / keys + 1), which is the whole answer unless a key that had more to offer
+-- could have ranked within the batch (few keys with many jobs, several priorities); only
+-- then every key offers its full room. One claim costs about the batch, not keys x batch.
 -- Returns the ids locked, in claim order (empty when nothing is due).
 CREATE OR REPLACE FUNCTION pgq._claim_keyed(entrypoint text, allowed integer, key_limit integer, key_cursor text)
 RETURNS bigint[]
@@ -21,8 +25,13 @@ SET plan_cache_mode = auto
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_priorities integer[];
+    v_keys text[];
+    v_cap integer;
     v_ids bigint[];
+    v_exact boolean;
 BEGIN
+    -- The (priority, key) pairs with queued jobs: one index probe per pair.
     WITH RECURSIVE keys AS (
         (
             SELECT j.priority, j.concurrency_key AS key
@@ -57,66 +66,105 @@ BEGIN
             ) AS s
             LIMIT 1
         ) AS nx
-    ),
-    room AS (
-        SELECT d.key,
-               CASE WHEN _claim_keyed.key_limit IS NULL THEN _claim_keyed.allowed
-                    ELSE least(_claim_keyed.allowed, greatest(_claim_keyed.key_limit - (
-                        SELECT count(*)
-                        FROM pgq._jobs AS r
-                        WHERE r.entrypoint = _claim_keyed.entrypoint AND r.status = 'running'
-                          AND r.concurrency_key = d.key
-                    ), 0))::integer
-               END AS room
-        FROM (SELECT DISTINCT k.key FROM keys AS k) AS d
-    ),
-    pool AS (
-        SELECT c.id, k.priority, k.key, c.run_at, m.room
-        FROM keys AS k
-        JOIN room AS m ON m.key = k.key
-        CROSS JOIN LATERAL (
-            SELECT j.id, j.run_at
-            FROM pgq._jobs AS j
-            WHERE j.entrypoint = _claim_keyed.entrypoint AND j.status = 'queued'
-              AND j.concurrency_key IS NOT NULL AND j.priority = k.priority AND j.concurrency_key = k.key
-              AND j.run_at <= now()
-            ORDER BY j.run_at, j.id
-            LIMIT m.room
-        ) AS c
-        UNION ALL
-        SELECT u.id, u.priority, '', u.run_at, _claim_keyed.allowed
-        FROM (
-            SELECT j.id, j.priority, j.run_at, j.concurrency_key
-            FROM pgq._jobs AS j
-            WHERE j.entrypoint = _claim_keyed.entrypoint AND j.status = 'queued' AND j.run_at <= now()
-            ORDER BY j.priority DESC, j.run_at, j.id
-            LIMIT _claim_keyed.allowed
-        ) AS u
-        WHERE u.concurrency_key IS NULL
-    ),
-    ranked AS (
-        SELECT p.id, p.priority, p.key, p.run_at, p.room,
-               row_number() OVER (PARTITION BY p.priority, p.key ORDER BY p.run_at, p.id) AS turn,
-               row_number() OVER (PARTITION BY p.key ORDER BY p.priority DESC, p.run_at, p.id) AS nth
-        FROM pool AS p
-    ),
-    ordered AS (
-        SELECT r.id,
-               row_number() OVER (
-                   ORDER BY r.priority DESC, r.turn, coalesce(r.key <= _claim_keyed.key_cursor, FALSE), r.key,
-                            r.run_at, r.id
-               ) AS ord
-        FROM ranked AS r
-        WHERE r.nth <= r.room
     )
+    SELECT coalesce(array_agg(k.priority), '{}'), coalesce(array_agg(k.key), '{}') INTO v_priorities, v_keys
+    FROM keys AS k;
+
+    -- A key's share of the batch, plus one; jobs without a key always offer the batch.
+    v_cap := least(_claim_keyed.allowed, _claim_keyed.allowed / greatest(cardinality(v_keys), 1) + 1);
+    LOOP
+        WITH pairs AS (
+            SELECT u.priority, u.key FROM unnest(v_priorities, v_keys) AS u (priority, key)
+        ),
+        room AS (
+            SELECT d.key,
+                   CASE WHEN _claim_keyed.key_limit IS NULL THEN _claim_keyed.allowed
+                        ELSE least(_claim_keyed.allowed, greatest(_claim_keyed.key_limit - (
+                            SELECT count(*)
+                            FROM pgq._jobs AS r
+                            WHERE r.entrypoint = _claim_keyed.entrypoint AND r.status = 'running'
+                              AND r.concurrency_key = d.key
+                        ), 0))::integer
+                   END AS room
+            FROM (SELECT DISTINCT k.key FROM pairs AS k) AS d
+        ),
+        -- Each pair's oldest due jobs, one more than offered: that one tells whether the
+        -- pair was cut short (`spare`), and is itself never offered.
+        offers AS (
+            SELECT c.id, k.priority, k.key, c.run_at, m.room,
+                   row_number() OVER (PARTITION BY k.priority, k.key ORDER BY c.run_at, c.id) AS turn
+            FROM pairs AS k
+            JOIN room AS m ON m.key = k.key
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.run_at
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = _claim_keyed.entrypoint AND j.status = 'queued'
+                  AND j.concurrency_key IS NOT NULL AND j.priority = k.priority AND j.concurrency_key = k.key
+                  AND j.run_at <= now()
+                ORDER BY j.run_at, j.id
+                LIMIT least(m.room, v_cap) + 1
+            ) AS c
+        ),
+        pool AS (
+            SELECT o.id, o.priority, o.key, o.run_at, o.room, o.turn
+            FROM offers AS o
+            WHERE o.turn <= least(o.room, v_cap)
+            UNION ALL
+            SELECT u.id, u.priority, '', u.run_at, _claim_keyed.allowed,
+                   row_number() OVER (PARTITION BY u.priority ORDER BY u.run_at, u.id)
+            FROM (
+                SELECT j.id, j.priority, j.run_at, j.concurrency_key
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = _claim_keyed.entrypoint AND j.status = 'queued' AND j.run_at <= now()
+                ORDER BY j.priority DESC, j.run_at, j.id
+                LIMIT _claim_keyed.allowed
+            ) AS u
+            WHERE u.concurrency_key IS NULL
+        ),
+        ranked AS (
+            SELECT p.id, p.priority, p.key, p.turn, p.room,
+                   row_number() OVER (PARTITION BY p.key ORDER BY p.priority DESC, p.run_at, p.id) AS nth
+            FROM pool AS p
+        ),
+        ordered AS (
+            SELECT r.id, r.priority, r.turn, r.key,
+                   row_number() OVER (
+                       ORDER BY r.priority DESC, r.turn, coalesce(r.key <= _claim_keyed.key_cursor, FALSE), r.key,
+                                r.id
+                   ) AS ord
+            FROM ranked AS r
+            WHERE r.nth <= r.room
+        ),
+        batch AS (
+            SELECT o.* FROM ordered AS o WHERE o.ord <= _claim_keyed.allowed
+        ),
+        -- The first job a cut pair did not offer (turn v_cap + 1), in claim order terms.
+        spare AS (
+            SELECT o.priority, o.turn, o.key FROM offers AS o WHERE o.turn = v_cap + 1 AND v_cap < o.room
+        )
+        SELECT
+            coalesce((SELECT array_agg(b.id ORDER BY b.ord) FROM batch AS b), '{}'),
+            NOT EXISTS (
+                SELECT 1
+                FROM spare AS s
+                LEFT JOIN (SELECT b.* FROM batch AS b ORDER BY b.ord DESC LIMIT 1) AS l ON TRUE
+                WHERE (SELECT count(*) FROM batch) < _claim_keyed.allowed
+                   OR (-s.priority, s.turn, coalesce(s.key <= _claim_keyed.key_cursor, FALSE), s.key)
+                      < (-l.priority, l.turn, coalesce(l.key <= _claim_keyed.key_cursor, FALSE), l.key)
+            )
+        INTO v_ids, v_exact;
+        EXIT WHEN v_exact OR v_cap >= _claim_keyed.allowed;
+        v_cap := _claim_keyed.allowed;  -- a cut key might have ranked within the batch: all of it
+    END LOOP;
+
+    -- Lock in claim order; a job another transaction holds is skipped.
     SELECT coalesce(array_agg(l.id ORDER BY l.ord), '{}') INTO v_ids
     FROM (
-        SELECT j.id, o.ord
-        FROM ordered AS o
-        JOIN pgq._jobs AS j ON j.id = o.id
+        SELECT j.id, u.ord
+        FROM unnest(v_ids) WITH ORDINALITY AS u (id, ord)
+        JOIN pgq._jobs AS j ON j.id = u.id
         WHERE j.status = 'queued'
-        ORDER BY o.ord
-        LIMIT _claim_keyed.allowed
+        ORDER BY u.ord
         FOR UPDATE OF j SKIP LOCKED
     ) AS l;
     RETURN v_ids;

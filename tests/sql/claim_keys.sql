@@ -4,9 +4,9 @@
 -- enqueue, enqueue_batch and the trigger with keys; validation (PQ001); the key kept in
 -- the outcome log (every way a job leaves an outcome row) and in pgq.job of finished jobs.
 BEGIN;
-SELECT plan(36);
+SELECT plan(38);
 
-SELECT pgq.register_worker('w', ARRAY['ka', 'kb', 'kc', 'kd', 'plain']) AS w \gset
+SELECT pgq.register_worker('w', ARRAY['ka', 'kb', 'kc', 'kd', 'plain', 'kshare', 'kprio']) AS w \gset
 
 -- 30 jobs of 'big', then 3 of 'small': with batch 1, the small key's jobs come every
 -- second claim.
@@ -212,6 +212,27 @@ SELECT pgq.enqueue('kout', NULL, concurrency_key => 'k-poison') AS poison \gset
 SELECT count(*) FROM pgq.claim(:'wo', ARRAY['kout']);
 SELECT pgq._release(ARRAY[:'wo'::uuid], '{}', TRUE);
 SELECT is(pg_temp.outcome_keys('k-poison'), ARRAY['failed'], 'a poison pill''s failed row has its key');
+
+-- The claim first lets each key offer about its share of the batch; when a key it cut short
+-- could have ranked within the batch, it offers everything again. Uneven keys: one key has
+-- 50 jobs, two have 1: a batch of 10 still takes 10 (the big key fills the rest).
+SELECT count(pgq.enqueue('kshare', NULL, concurrency_key => 'a')) FROM generate_series(1, 50);
+SELECT pgq.enqueue('kshare', NULL, concurrency_key => k) FROM unnest(ARRAY['b', 'c']) AS k;
+SELECT is(
+    (SELECT array_agg(c.concurrency_key ORDER BY c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kshare'], 10) AS c),
+    ARRAY['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'b', 'c'],
+    'a key with more than its share fills the batch when the others have less'
+);
+-- A higher priority key with 20 jobs against nine keys of 5 at priority 0: priority first,
+-- though each key's share of a batch of 10 is 2.
+SELECT count(pgq.enqueue('kprio', NULL, priority => 5, concurrency_key => 'x')) FROM generate_series(1, 20);
+SELECT count(pgq.enqueue('kprio', NULL, concurrency_key => 'y' || k)) FROM generate_series(1, 9) AS k,
+    generate_series(1, 5);
+SELECT is(
+    (SELECT array_agg(DISTINCT c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kprio'], 10) AS c),
+    ARRAY['x'],
+    'the share never lets a lower priority in before a higher one'
+);
 
 SELECT * FROM finish();
 ROLLBACK;
