@@ -52,7 +52,10 @@ BEGIN
     WITH requested AS (
         UPDATE pgq._jobs AS j
         SET cancel_requested = TRUE
-        WHERE j.id = ANY (job_ids) AND j.status = 'running' AND NOT j.cancel_requested
+        -- Running jobs are those with a worker (_jobs_held_check); tested that way, the
+        -- planner keeps to the primary key instead of walking the running index (see
+        -- pgq.complete).
+        WHERE j.id = ANY (job_ids) AND j.worker_id IS NOT NULL AND NOT j.cancel_requested
         RETURNING j.worker_id
     )
     SELECT count(*), array_agg(DISTINCT r.worker_id) INTO v_requested, v_holders FROM requested AS r;

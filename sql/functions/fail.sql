@@ -34,9 +34,12 @@ BEGIN
         PERFORM pgq._invalid('error', 'must not be NULL', 'Pass the error message or traceback.');
     END IF;
     PERFORM pgq._check_interval('retry_in', retry_in, interval '0');
+    -- By the primary key alone: a test of status or an `=` on worker_id would let the planner
+    -- walk the running index, full of dead entries under a held snapshot (see pgq.complete).
+    -- Held by this worker means running (_jobs_held_check: a non-NULL worker_id means status = 'running').
     PERFORM 1
     FROM pgq._jobs AS j
-    WHERE j.id = fail.job_id AND j.worker_id = fail.worker_id AND j.status = 'running'
+    WHERE j.id = fail.job_id AND j.worker_id IS NOT DISTINCT FROM fail.worker_id
       AND (fail.delivery IS NULL OR j.deliveries = fail.delivery)
     FOR UPDATE;
     IF NOT FOUND THEN

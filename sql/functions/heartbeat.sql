@@ -44,7 +44,10 @@ BEGIN
     RETURN QUERY
     SELECT j.id
     FROM pgq._jobs AS j
-    WHERE j.worker_id = heartbeat.worker_id AND j.cancel_requested AND j.status = 'running';
+    -- Through _jobs_cancel_idx. A job with a worker is running (_jobs_held_check): a test of
+    -- status would let the planner walk the running index instead, which a held snapshot
+    -- fills with dead entries.
+    WHERE j.worker_id = heartbeat.worker_id AND j.cancel_requested;
 END
 $$;
 

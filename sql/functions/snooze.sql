@@ -41,9 +41,11 @@ BEGIN
     END IF;
     PERFORM pgq._check_worker_role(worker_id);
     PERFORM pgq._check_interval('delay', delay, interval '0');
+    -- By the primary key alone (see pgq.fail); held by this worker means running
+    -- (_jobs_held_check: a non-NULL worker_id means status = 'running').
     SELECT j.* INTO v_job
     FROM pgq._jobs AS j
-    WHERE j.id = snooze.job_id AND j.worker_id = snooze.worker_id AND j.status = 'running'
+    WHERE j.id = snooze.job_id AND j.worker_id IS NOT DISTINCT FROM snooze.worker_id
       AND (snooze.delivery IS NULL OR j.deliveries = snooze.delivery)
     FOR UPDATE;
     IF NOT FOUND THEN
