@@ -74,6 +74,7 @@ DEFAULTS = {
     "max_deliveries": 10,
 }
 LIVE = ("queued", "running", "dead")
+MAX_SNOOZES = 100  # pgq._defaults(): past it, a snooze fails the job
 BOGUS_ID = 10**9  # never a job
 
 SETTINGS = settings(
@@ -141,6 +142,7 @@ class Job:
     # (outcome, attempt, deliveries, worker_id) rows of pgq.outcomes
     outcomes: list[tuple[str, int, int, uuid.UUID | None]] = field(default_factory=list)
     concurrency_key: str | None = None
+    snoozes: int = 0
 
     @property
     def live(self) -> bool:
@@ -713,6 +715,33 @@ class QueueModel(RuleBasedStateMachine):
         self.resolve_read_back()
 
     @precondition(lambda self: self.in_state("running"))
+    @rule(j=PICK, stale=st.booleans(), delay=st.sampled_from([0, 10, 120]))
+    def snooze_by_delivery(self, j: int, stale: bool, delay: int) -> None:
+        """snooze: queued again after the delay with no attempt spent and a 'snoozed' row in
+        the outcome log; a cancel requested cancels instead; a stale delivery changes nothing."""
+        job = self.pick(self.in_state("running"), j)
+        delivery = job.deliveries - 1 if stale else job.deliveries
+        before = self.snapshot()
+        now, rows = self.call(
+            self.slots[self.worker(job.holder).slot],
+            "SELECT pgq.snooze(%s, %s, %s::interval, delivery => %s)",
+            (job.holder, job.id, seconds(delay), delivery),
+        )
+        if stale:
+            assert rows[0][0] is None, f"snooze({job.id}) of a stale delivery returned {rows[0][0]}"
+            assert self.snapshot() == before, "snooze of a stale delivery changed the database"
+            return
+        if job.cancel_requested or job.snoozes >= MAX_SNOOZES:
+            expected = self.m_fail(job, now, None)
+        else:
+            job.outcomes.append(("snoozed", job.attempt, job.deliveries, job.holder))
+            job.state, job.run_at, job.holder, job.started_at = "queued", now + delay * SEC, None, None
+            job.snoozes += 1
+            expected = "snoozed"
+        assert rows[0][0] == expected, f"snooze({job.id}) returned {rows[0][0]}, expected {expected}"
+        self.resolve_read_back()
+
+    @precondition(lambda self: self.in_state("running"))
     @rule(j=PICK, subset=st.integers(0, 7), others=st.lists(PICK, max_size=2))
     def complete_held(self, j: int, subset: int, others: list[int]) -> None:
         """The holder completes some of its jobs, mixed with ids it does not hold."""
@@ -988,12 +1017,13 @@ class QueueModel(RuleBasedStateMachine):
         want_status = {i: self.jobs[i].status for i in known} | {BOGUS_ID: None}
         assert statuses == want_status, _diff("job_status", statuses, want_status)
 
-        # The outcome log: one 'failed' row per failure; exactly one terminal row per finished job.
+        # The outcome log: one 'failed' row per failure, one 'snoozed' per snooze; exactly one
+        # terminal row per finished job.
         logged: dict[int, Counter] = {}
         for job_id, *row in outcomes:
             logged.setdefault(job_id, Counter())[tuple(row)] += 1
         for job_id, rows in logged.items():
-            terminal = sum(n for row, n in rows.items() if row[0] != "failed")
+            terminal = sum(n for row, n in rows.items() if row[0] not in ("failed", "snoozed"))
             assert terminal == (0 if job_id in got else 1), (
                 f"job {job_id}: {terminal} terminal outcomes: {rows}"
             )
