@@ -106,7 +106,8 @@ def main() -> None:
     dsn = make_conninfo(admin, dbname=DEMO_DB)
     with psycopg.connect(admin, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DEMO_DB,)).fetchone():
-            migrate.uninstall(dsn)  # removes the previous run's pg_cron job too
+            # The previous run's pg_cron job too; cascade: its own orders trigger depends on pgq.
+            migrate.uninstall(dsn, cascade=True)
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DEMO_DB)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DEMO_DB)))
     for line in migrate.install(dsn):
