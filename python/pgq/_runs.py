@@ -60,10 +60,13 @@ async def within(run: Run, coro: Any, seconds: float) -> Any:
     """Await the handler's coroutine in the run's task; raise Timeout once it ran `seconds`.
 
     One timer per job, which cancels the task (asyncio.timeout does the same with more
-    bookkeeping, a measurable share of a no-op job's cost)."""
+    bookkeeping, a measurable share of a no-op job's cost). As there, a cancellation from
+    elsewhere (shutdown, pgq.cancel) that meets the timer stays a cancellation."""
     task = asyncio.current_task()
     assert task is not None
-    expired = False
+    counts = sys.version_info >= (3, 11)  # Task.cancelling()/uncancel()
+    base = task.cancelling() if counts else 0
+    expired = settled = False
 
     def expire() -> None:
         nonlocal expired
@@ -76,11 +79,14 @@ async def within(run: Run, coro: Any, seconds: float) -> Any:
     except asyncio.CancelledError:
         if not expired:
             raise
-        if sys.version_info >= (3, 11):
-            task.uncancel()  # the cancellation was ours, and it became Timeout
+        settled = True
+        if counts and task.uncancel() > base:
+            raise  # cancelled from elsewhere too
         raise Timeout() from None
     finally:
         timer.cancel()
+        if expired and not settled and counts:
+            task.uncancel()  # the handler swallowed the timer's cancellation
 
 
 def check_result(value: Any) -> Any:

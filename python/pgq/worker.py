@@ -398,6 +398,8 @@ class Worker:
                 # Fast handlers give their slots back one by one: a claim per freed slot
                 # would cost a round trip per job. Gather a few (slow ones lose 2 ms).
                 await asyncio.sleep(_GATHER)
+                if self._stopping.is_set():
+                    break
                 free = self.concurrency - len(self._running)
             wanted = min(free, self._batch)
             self._wake.clear()

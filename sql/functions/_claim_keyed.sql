@@ -102,7 +102,7 @@ BEGIN
                   AND j.concurrency_key IS NOT NULL AND j.priority = k.priority AND j.concurrency_key = k.key
                   AND j.run_at <= now()
                 ORDER BY j.run_at, j.id
-                LIMIT least(m.room, v_cap) + 1
+                LIMIT CASE WHEN m.room > v_cap THEN v_cap + 1 ELSE m.room END
             ) AS c
         ),
         pool AS (
@@ -135,29 +135,33 @@ BEGIN
             FROM ranked AS r
             WHERE r.nth <= r.room
         ),
-        batch AS (
-            SELECT o.* FROM ordered AS o WHERE o.ord <= _claim_keyed.allowed
-        ),
-        -- The first job a cut pair did not offer (turn v_cap + 1), in claim order terms.
+        -- The first job a cut pair did not offer (turn v_cap + 1), in claim order terms:
+        -- every offer ranked before it is where the full offers would rank it.
         spare AS (
-            SELECT o.priority, o.turn, o.key FROM offers AS o WHERE o.turn = v_cap + 1 AND v_cap < o.room
+            SELECT o.priority, o.turn, o.key
+            FROM offers AS o
+            WHERE o.turn = v_cap + 1
+            ORDER BY -o.priority, o.turn, coalesce(o.key <= _claim_keyed.key_cursor, FALSE), o.key
+            LIMIT 1
+        ),
+        exact AS (
+            SELECT o.id, o.ord
+            FROM ordered AS o
+            LEFT JOIN spare AS s ON TRUE
+            WHERE s.key IS NULL
+               OR (-o.priority, o.turn, coalesce(o.key <= _claim_keyed.key_cursor, FALSE), o.key)
+                  < (-s.priority, s.turn, coalesce(s.key <= _claim_keyed.key_cursor, FALSE), s.key)
         )
         SELECT
-            coalesce((SELECT array_agg(b.id ORDER BY b.ord) FROM batch AS b), '{}'),
-            NOT EXISTS (
-                SELECT 1
-                FROM spare AS s
-                LEFT JOIN (SELECT b.* FROM batch AS b ORDER BY b.ord DESC LIMIT 1) AS l ON TRUE
-                WHERE (SELECT count(*) FROM batch) < _claim_keyed.allowed
-                   OR (-s.priority, s.turn, coalesce(s.key <= _claim_keyed.key_cursor, FALSE), s.key)
-                      < (-l.priority, l.turn, coalesce(l.key <= _claim_keyed.key_cursor, FALSE), l.key)
-            )
+            coalesce((SELECT array_agg(e.id ORDER BY e.ord) FROM exact AS e), '{}'),
+            NOT EXISTS (SELECT 1 FROM spare) OR (SELECT count(*) FROM exact) >= _claim_keyed.allowed
         INTO v_ids, v_exact;
         EXIT WHEN v_exact OR v_cap >= _claim_keyed.allowed;
         v_cap := _claim_keyed.allowed;  -- a cut key might have ranked within the batch: all of it
     END LOOP;
 
-    -- Lock in claim order; a job another transaction holds is skipped.
+    -- Lock in claim order up to allowed; a job another transaction holds is skipped, and the
+    -- next in order takes its place.
     SELECT coalesce(array_agg(l.id ORDER BY l.ord), '{}') INTO v_ids
     FROM (
         SELECT j.id, u.ord
@@ -165,6 +169,7 @@ BEGIN
         JOIN pgq._jobs AS j ON j.id = u.id
         WHERE j.status = 'queued'
         ORDER BY u.ord
+        LIMIT _claim_keyed.allowed
         FOR UPDATE OF j SKIP LOCKED
     ) AS l;
     RETURN v_ids;

@@ -221,3 +221,19 @@ def test_keyed_claim_reads_per_key_not_per_job(conn: psycopg.Connection) -> None
     assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), [n["Node Type"] for n in scans]
     read = sum(n["Actual Rows"] * n["Actual Loops"] for n in scans)
     assert read < 200, f"the keyed claim read {read} rows of _jobs"
+
+
+def test_a_locked_keyed_job_is_passed_over_not_waited_for(dsn: str, conn: psycopg.Connection) -> None:
+    """A queued keyed job locked by another transaction (a replace-mode enqueue or a cancel
+    in progress) is skipped, and the next job in claim order takes its place: a claim of one
+    must not come back empty while the first job in line is locked."""
+    ep = "keyed_locked"
+    first = enqueue_keyed(conn, ep, "a", 2)[0]
+    enqueue_keyed(conn, ep, "b", 1)
+    wid = register(conn, "kl", [ep])
+    with psycopg.connect(dsn) as other:
+        other.execute("SELECT 1 FROM pgq._jobs WHERE id = %s FOR UPDATE", (first,))
+        rows = claim(conn, wid, ep, 1)
+        assert len(rows) == 1 and rows[0][0] != first, rows
+        other.rollback()
+    assert [r[0] for r in claim(conn, wid, ep, 1)] == [first]

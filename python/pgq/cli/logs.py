@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import select
 import sys
 import threading
 import time
-from typing import TextIO
 
 # Fields the worker attaches to its per-job lines (pgq.worker._log_outcome).
 JOB_FIELDS = ("job_id", "entrypoint", "attempt", "deliveries", "duration", "outcome")
@@ -52,60 +53,77 @@ class JsonFormatter(_Formatter):
         return self._encode(doc)
 
 
-class BufferedHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class BufferedHandler(logging.Handler):
     """Lines go out in blocks, at most `interval` seconds late; warnings and errors at once.
 
     At INFO the worker logs a line per job: a write system call per line would cost a
-    no-op job a third of its CPU. A daemon thread flushes the block; a crash (SIGKILL) loses
-    at most the last `interval` of INFO lines, never a warning."""
+    no-op job a third of its CPU. A daemon thread flushes the block, in writes of whole
+    lines of at most PIPE_BUF bytes (atomic on a pipe that several workers share). A crash
+    (SIGKILL) loses at most the last `interval` of INFO lines, never a warning."""
 
-    def __init__(self, stream: TextIO, interval: float = 0.2) -> None:
-        super().__init__(stream)
+    def __init__(self, fd: int, interval: float = 0.2) -> None:
+        super().__init__()
+        self.fd = fd
         self.interval = interval
-        self._pending = False
+        self._lines: list[bytes] = []
+        self._size = 0
         threading.Thread(target=self._flusher, name="pgq-log-flush", daemon=True).start()
 
-    def flush(self) -> None:
-        pass  # StreamHandler.emit calls this per record: the flusher thread flushes instead
-
     def emit(self, record: logging.LogRecord) -> None:
-        super().emit(record)
-        self._pending = True
-        if record.levelno >= logging.WARNING:
-            self.flush_now()
-
-    def flush_now(self) -> None:
+        try:
+            line = (self.format(record) + "\n").encode("utf-8", "backslashreplace")
+        except Exception:
+            self.handleError(record)
+            return
         with self.lock:  # type: ignore[union-attr]
-            self._pending = False
-            self.stream.flush()
+            self._lines.append(line)
+            self._size += len(line)
+        if record.levelno >= logging.WARNING or self._size >= 1 << 16:
+            self.flush()
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            lines, self._lines, self._size = self._lines, [], 0
+            chunk = b""
+            for line in lines:
+                if chunk and len(chunk) + len(line) > select.PIPE_BUF:
+                    self._write(chunk)
+                    chunk = b""
+                chunk += line
+            if chunk:
+                self._write(chunk)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view) :]
+            except InterruptedError:
+                continue
+            except OSError:
+                return  # stderr is gone: nothing to tell
 
     def _flusher(self) -> None:
-        event = threading.Event()
-        while not event.wait(self.interval):
-            if self._pending:
-                self.flush_now()
+        wait = threading.Event().wait
+        while not wait(self.interval):
+            if self._lines:
+                self.flush()
 
     def close(self) -> None:
-        self.flush_now()
+        self.flush()
         super().close()
 
 
 def configure(level: str, fmt: str) -> None:
     """Send every log record to stderr at `level`, as text or JSON lines."""
-    # Neither format shows them, and each costs every record (the caller's file and line
-    # most: a walk up the stack).
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    # Neither format shows the caller's file and line, and finding them walks the stack for
+    # every record (handlers of the application's own then show no file or line either).
     logging._srcfile = None
-    # stderr is line-buffered: a block buffer of its own, flushed by the handler.
-    stream = open(  # noqa: SIM115 - for the process's life
-        sys.stderr.fileno(),
-        "w",
-        buffering=1 << 16,
-        closefd=False,
-        encoding="utf-8",
-        errors="backslashreplace",
-    )
-    handler = BufferedHandler(stream)
+    try:
+        sys.stderr.flush()
+        handler: logging.Handler = BufferedHandler(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # no file descriptor (embedded, captured)
+        handler = logging.StreamHandler()
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
