@@ -15,6 +15,8 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from pgq.testing.databases import APPLICATION_NAME
+
 REPO = Path(__file__).resolve().parents[2]
 DB_SH = REPO / "scripts" / "db.sh"
 
@@ -42,6 +44,9 @@ def restart_problem(dsn: str) -> str | None:
         others = conn.execute(
             "SELECT count(*), string_agg(DISTINCT datname, ', ') FROM pg_stat_activity"
             " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            # pgq.testing's idle session of this very test run: it reconnects after a restart.
+            " AND application_name IS DISTINCT FROM %s",
+            (APPLICATION_NAME,),
         ).fetchone()
     if others[0]:
         return (

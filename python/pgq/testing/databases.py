@@ -22,6 +22,7 @@ from psycopg.conninfo import make_conninfo
 
 from .. import migrate
 
+APPLICATION_NAME = "pgq.testing"
 _LOCK = "SELECT pg_advisory_lock(hashtextextended('pgq.testing:' || %s::text, 0))"
 _TRY = "SELECT pg_try_advisory_lock(hashtextextended('pgq.testing:' || %s::text, 0)) AS free"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('pgq.testing:' || %s::text, 0))"
@@ -46,8 +47,7 @@ class Databases:
 
     def open(self) -> None:
         """Take this run's lock, drop the leftovers of dead runs, build the template."""
-        self._admin = psycopg.connect(self.admin_dsn, autocommit=True)
-        self._admin.execute(_LOCK, (self.run,))
+        self._connect()
         self.drop_leftovers()
         self._execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.template)))
         try:
@@ -80,10 +80,9 @@ class Databases:
 
     def drop_leftovers(self, run: str | None = None) -> list[str]:
         """Drop the databases of `run` (default: of every run whose lock is free)."""
-        assert self._admin is not None
         names = [
             row[0]
-            for row in self._admin.execute(
+            for row in self._execute(
                 "SELECT datname FROM pg_database WHERE left(datname, length(%s)) = %s ORDER BY datname",
                 (self.prefix + "_", self.prefix + "_"),
             )
@@ -104,15 +103,28 @@ class Databases:
         return dropped
 
     def _dead(self, run: str) -> bool:
-        assert self._admin is not None
         if run == self.run:
             return False
-        row = self._admin.execute(_TRY, (run,)).fetchone()
+        row = self._execute(_TRY, (run,)).fetchone()
         if row is None or not row[0]:
             return False
-        self._admin.execute(_UNLOCK, (run,))
+        self._execute(_UNLOCK, (run,))
         return True
 
-    def _execute(self, statement: sql.Composable) -> None:
+    def _connect(self) -> None:
+        # Named, so that a test suite that restarts the server can tell this idle session
+        # from a client that would mind (tests/py/cluster.py does).
+        self._admin = psycopg.connect(self.admin_dsn, autocommit=True, application_name=APPLICATION_NAME)
+        self._admin.execute(_LOCK, (self.run,))
+
+    def _execute(self, statement: sql.Composable | str, params: Any = None) -> psycopg.Cursor[Any]:
         assert self._admin is not None
-        self._admin.execute(statement)
+        try:
+            return self._admin.execute(statement, params)
+        except psycopg.OperationalError:
+            if not self._admin.broken:
+                raise
+            # The server restarted under us (a test of restarts): connect and lock again.
+            self._admin.close()
+            self._connect()
+            return self._admin.execute(statement, params)
