@@ -179,7 +179,12 @@ BEGIN
             SET status = 'running',
                 worker_id = claim.worker_id,
                 deliveries = j.deliveries + 1,
-                started_at = now()
+                -- A rate-limited job starts when its token was taken (the clock once the
+                -- entrypoint's lock was ours), not when this transaction began: a claim
+                -- that waited for the lock must not date its jobs before the last claim's.
+                started_at = CASE WHEN cardinality(v_rated) = 0 THEN now() ELSE coalesce(
+                    (SELECT t.stamp FROM unnest(v_rated, v_stamps) AS t (ep, stamp) WHERE t.ep = j.entrypoint),
+                    now()) END
             WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
             RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
                       j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key
@@ -239,7 +244,12 @@ BEGIN
             SET status = 'running',
                 worker_id = claim.worker_id,
                 deliveries = j.deliveries + 1,
-                started_at = now()
+                -- A rate-limited job starts when its token was taken (the clock once the
+                -- entrypoint's lock was ours), not when this transaction began: a claim
+                -- that waited for the lock must not date its jobs before the last claim's.
+                started_at = CASE WHEN cardinality(v_rated) = 0 THEN now() ELSE coalesce(
+                    (SELECT t.stamp FROM unnest(v_rated, v_stamps) AS t (ep, stamp) WHERE t.ep = j.entrypoint),
+                    now()) END
             WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
             RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
                       j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key

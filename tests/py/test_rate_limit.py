@@ -350,3 +350,28 @@ def test_two_claims_in_one_transaction_spend_the_bucket_once(dsn: str, conn: psy
     tokens = conn.execute("SELECT rate_tokens FROM pgq._queues WHERE entrypoint = 'twice'").fetchone()[0]
     assert tokens >= 0, f"the bucket holds {tokens} tokens: one claim was charged twice"
     assert conn.execute(query, (wid,)).fetchall() == []  # still empty, and no error
+
+
+def test_a_claim_that_waited_dates_its_jobs_when_it_took_its_tokens(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Claim A starts, then waits for the settings row that session B holds for 0.5 s: A's
+    jobs start when A took its tokens (after B), not when A's transaction began, so that
+    started_at shows the rate the bucket allowed (the tight loop's windows count on it)."""
+    conn.execute("SELECT pgq.configure('dated', rate => 100)")
+    conn.execute("SELECT count(*) FROM pgq.enqueue_batch('dated', array_fill(NULL::jsonb, ARRAY[10]))")
+    wa = conn.execute("SELECT pgq.register_worker('a', ARRAY['dated'])").fetchone()[0]
+    with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn) as b:
+        b.execute("SELECT 1 FROM pgq._queues WHERE entrypoint = 'dated' FOR NO KEY UPDATE")
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            began = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+            first = pool.submit(
+                lambda: a.execute("SELECT id FROM pgq.claim(%s::uuid, ARRAY['dated'], 2)", (wa,)).fetchall()
+            )
+            assert wait_until_waiting_on_lock(conn, a.info.backend_pid)
+            time.sleep(0.5)
+            b.commit()
+            ids = [r[0] for r in first.result(timeout=30)]
+    assert ids
+    started = conn.execute("SELECT min(started_at) FROM pgq._jobs WHERE id = ANY (%s)", (ids,)).fetchone()[0]
+    assert (started - began).total_seconds() >= 0.5, (began, started)
