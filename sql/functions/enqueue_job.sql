@@ -78,13 +78,7 @@ BEGIN
             WHERE j.entrypoint = enqueue_job.entrypoint AND j.dedupe_key = enqueue_job.dedupe_key
               AND j.status <> 'dead' AND (v_scope = 'live' OR j.status <> 'running');
             IF v_id IS NULL AND dedupe_window IS NOT NULL THEN
-                SELECT o.job_id INTO v_id
-                FROM pgq._outcomes AS o
-                WHERE o.entrypoint = enqueue_job.entrypoint AND o.dedupe_key = enqueue_job.dedupe_key
-                  AND o.dedupe_key IS NOT NULL AND o.outcome = 'succeeded'
-                  AND o.finished_at >= now() - dedupe_window
-                ORDER BY o.finished_at DESC
-                LIMIT 1;
+                v_id := pgq._recent_success(enqueue_job.entrypoint, enqueue_job.dedupe_key, dedupe_window);
             END IF;
             IF v_id IS NOT NULL THEN
                 id := v_id;
@@ -107,12 +101,7 @@ BEGIN
     IF dedupe_window IS NOT NULL THEN
         -- The common case of a window, a recent success and no live job, without touching
         -- the hot table. (A live job stands first: it may be replaced.)
-        SELECT o.job_id INTO v_id
-        FROM pgq._outcomes AS o
-        WHERE o.entrypoint = enqueue_job.entrypoint AND o.dedupe_key = enqueue_job.dedupe_key
-          AND o.dedupe_key IS NOT NULL AND o.outcome = 'succeeded' AND o.finished_at >= now() - dedupe_window
-        ORDER BY o.finished_at DESC
-        LIMIT 1;
+        v_id := pgq._recent_success(enqueue_job.entrypoint, enqueue_job.dedupe_key, dedupe_window);
         IF v_id IS NOT NULL AND NOT EXISTS (
             SELECT 1 FROM pgq._jobs AS j
             WHERE j.entrypoint = enqueue_job.entrypoint AND j.dedupe_key = enqueue_job.dedupe_key
@@ -138,15 +127,9 @@ BEGIN
             IF dedupe_window IS NOT NULL THEN
                 -- The key is ours now (a concurrent enqueue waits for this transaction). A job
                 -- that held it may have succeeded while this call waited: this statement's
-                -- fresh snapshot sees its outcome.
-                SELECT o.job_id INTO v_holder
-                FROM pgq._outcomes AS o
-                WHERE o.entrypoint = enqueue_job.entrypoint AND o.dedupe_key = enqueue_job.dedupe_key
-                  AND o.dedupe_key IS NOT NULL AND o.outcome = 'succeeded'
-                  AND o.finished_at >= now() - dedupe_window
-                ORDER BY o.finished_at DESC
-                LIMIT 1;
-                IF FOUND THEN
+                -- fresh read (pgq._recent_success) sees its outcome.
+                v_holder := pgq._recent_success(enqueue_job.entrypoint, enqueue_job.dedupe_key, dedupe_window);
+                IF v_holder IS NOT NULL THEN
                     DELETE FROM pgq._jobs AS j WHERE j.id = v_id;
                     id := v_holder;
                     RETURN;
