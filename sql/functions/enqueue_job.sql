@@ -126,7 +126,7 @@ BEGIN
         IF v_id IS NOT NULL THEN
             IF dedupe_window IS NOT NULL THEN
                 -- The key is ours now (a concurrent enqueue waits for this transaction). A job
-                -- that held it may have succeeded while this call waited: this statement's
+                -- that held it may have succeeded while this call waited: a
                 -- fresh read (pgq._recent_success) sees its outcome.
                 v_holder := pgq._recent_success(enqueue_job.entrypoint, enqueue_job.dedupe_key, dedupe_window);
                 IF v_holder IS NOT NULL THEN
