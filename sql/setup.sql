@@ -32,6 +32,27 @@ BEGIN
         FOR EACH ROW WHEN (new.watched AND new.status = 'dead' AND old.status <> 'dead')
         EXECUTE FUNCTION pgq._notify_finished();
     END IF;
+    -- Jobs that become queued keep the claim marks below them (pgq._lower_mark).
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_marks_insert_trg'
+    ) THEN
+        CREATE TRIGGER _jobs_marks_insert_trg AFTER INSERT ON pgq._jobs
+        REFERENCING NEW TABLE AS new_jobs
+        FOR EACH STATEMENT
+        EXECUTE FUNCTION pgq._marks_inserted();
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_marks_update_trg'
+    ) THEN
+        CREATE TRIGGER _jobs_marks_update_trg AFTER UPDATE ON pgq._jobs
+        FOR EACH ROW WHEN (
+            new.status = 'queued'
+            AND (old.status <> 'queued' OR new.priority > old.priority OR new.run_at < old.run_at)
+        )
+        EXECUTE FUNCTION pgq._marks_updated();
+    END IF;
 END
 $$;
 -- Their comments are written on every install and upgrade: that marks the triggers as
@@ -43,3 +64,7 @@ COMMENT ON TRIGGER _jobs_finished_trg ON pgq._jobs IS
 'Tells the watchers of a job that it finished (pgq._notify_finished).';
 COMMENT ON TRIGGER _jobs_dead_trg ON pgq._jobs IS
 'Tells the watchers of a job that it died (pgq._notify_finished).';
+COMMENT ON TRIGGER _jobs_marks_insert_trg ON pgq._jobs IS
+'Keeps the claim marks below newly inserted queued jobs (pgq._marks_inserted).';
+COMMENT ON TRIGGER _jobs_marks_update_trg ON pgq._jobs IS
+'Keeps the claim mark below a job that became queued or moved earlier (pgq._marks_updated).';

@@ -79,7 +79,7 @@ BEGIN
         WITH RECURSIVE t AS (
             (
                 SELECT j.entrypoint AS ep, j.priority AS pr, j.run_at AS first FROM pgq._jobs AS j
-                WHERE j.status = 'queued' ORDER BY j.entrypoint, j.priority DESC, j.run_at LIMIT 1
+                WHERE j.status = 'queued' ORDER BY j.entrypoint, -j.priority::bigint, j.run_at LIMIT 1
             )
             UNION ALL
             SELECT n.ep, n.pr, n.first
@@ -88,14 +88,14 @@ BEGIN
                 SELECT c.ep, c.pr, c.first FROM (
                     (
                         SELECT j.entrypoint AS ep, j.priority AS pr, j.run_at AS first FROM pgq._jobs AS j
-                        WHERE j.status = 'queued' AND j.entrypoint = t.ep AND j.priority < t.pr
-                        ORDER BY j.priority DESC, j.run_at LIMIT 1
+                        WHERE j.status = 'queued' AND j.entrypoint = t.ep AND -j.priority::bigint > -t.pr::bigint
+                        ORDER BY -j.priority::bigint, j.run_at LIMIT 1
                     )
                     UNION ALL
                     (
                         SELECT j.entrypoint, j.priority, j.run_at FROM pgq._jobs AS j
                         WHERE j.status = 'queued' AND j.entrypoint > t.ep
-                        ORDER BY j.entrypoint, j.priority DESC, j.run_at LIMIT 1
+                        ORDER BY j.entrypoint, -j.priority::bigint, j.run_at LIMIT 1
                     )
                 ) AS c
                 LIMIT 1
@@ -134,17 +134,17 @@ BEGIN
             CASE WHEN p.first_run_at > now() THEN 0 ELSE (
                 SELECT count(*) FROM (
                     SELECT 1 FROM pgq._jobs AS j
-                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND j.priority = p.pr
+                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
                       AND j.run_at <= now()
-                    ORDER BY j.priority DESC, j.run_at LIMIT v_share_queued + 1
+                    ORDER BY -j.priority::bigint, j.run_at LIMIT v_share_queued + 1
                 ) AS s
             ) END AS due,
             (
                 SELECT count(*) FROM (
                     SELECT 1 FROM pgq._jobs AS j
-                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND j.priority = p.pr
+                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
                       AND j.run_at > now()
-                    ORDER BY j.priority DESC, j.run_at LIMIT v_share_queued + 1
+                    ORDER BY -j.priority::bigint, j.run_at LIMIT v_share_queued + 1
                 ) AS s
             ) AS later
         FROM unnest(v_pair_ep, v_pair_pr, v_pair_first) AS p (ep, pr, first_run_at)
@@ -201,7 +201,7 @@ BEGIN
                     pg_catalog.pg_relation_size(v.idx)
                     / pg_catalog.current_setting('block_size')::float8 AS pages
                 FROM (
-                    VALUES ('queued', 'pgq._jobs_claim_idx'::regclass, 44), ('dead', 'pgq._jobs_dead_idx'::regclass, 32)
+                    VALUES ('queued', 'pgq._jobs_claim_idx'::regclass, 52), ('dead', 'pgq._jobs_dead_idx'::regclass, 32)
                 ) AS v (status, idx, width)
             ) AS i
             INNER JOIN pg_catalog.pg_class AS c ON i.idx = c.oid

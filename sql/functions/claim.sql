@@ -62,7 +62,7 @@ DECLARE
     v_keyed text[] := '{}';
     v_keyed_ids bigint[] := '{}';
     v_ids bigint[];
-    v_cursor text;
+    v_claimed bigint;
 BEGIN
     PERFORM pgq._check_worker_role(worker_id);
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
@@ -152,11 +152,19 @@ BEGIN
                 CASE WHEN e.ep = ANY (v_keyed) THEN 0
                      ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
                 coalesce(q.timeout, d.timeout) AS timeout,
-                coalesce(q.max_attempts, d.max_attempts) AS max_attempts
+                coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
+                -- Where the scan starts: the mark in force, else the front (below any
+                -- -priority, and ids start at 1).
+                coalesce(m.neg_priority, -2147483648) AS from_np,
+                coalesce(m.run_at, '-infinity') AS from_run,
+                coalesce(m.id, 0) AS from_id
             FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
             -- Once, not per row: a function returning a record is not folded to a constant.
             CROSS JOIN pgq._defaults() AS d
             LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            -- The epoch is read after this statement's snapshot was taken: a void that
+            -- comes later belongs to a job this snapshot cannot see.
+            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep AND m.epoch = (SELECT pgq._mark_epoch())
             LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
             WHERE NOT coalesce(q.paused, FALSE)
         ),
@@ -167,7 +175,8 @@ BEGIN
                 SELECT j.id, j.priority, j.run_at
                 FROM pgq._jobs AS j
                 WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
-                ORDER BY j.priority DESC, j.run_at, j.id
+                  AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
+                ORDER BY -j.priority::bigint, j.run_at, j.id
                 LIMIT a.n
                 FOR UPDATE SKIP LOCKED
             ) AS c
@@ -212,11 +221,19 @@ BEGIN
                 CASE WHEN e.ep = ANY (v_keyed) THEN 0
                      ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
                 coalesce(q.timeout, d.timeout) AS timeout,
-                coalesce(q.max_attempts, d.max_attempts) AS max_attempts
+                coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
+                -- Where the scan starts: the mark in force, else the front (below any
+                -- -priority, and ids start at 1).
+                coalesce(m.neg_priority, -2147483648) AS from_np,
+                coalesce(m.run_at, '-infinity') AS from_run,
+                coalesce(m.id, 0) AS from_id
             FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
             -- Once, not per row: a function returning a record is not folded to a constant.
             CROSS JOIN pgq._defaults() AS d
             LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            -- The epoch is read after this statement's snapshot was taken: a void that
+            -- comes later belongs to a job this snapshot cannot see.
+            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep AND m.epoch = (SELECT pgq._mark_epoch())
             LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
             WHERE NOT coalesce(q.paused, FALSE)
         ),
@@ -227,7 +244,8 @@ BEGIN
                 SELECT j.id, j.priority, j.run_at
                 FROM pgq._jobs AS j
                 WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
-                ORDER BY j.priority DESC, j.run_at, j.id
+                  AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
+                ORDER BY -j.priority::bigint, j.run_at, j.id
                 LIMIT a.n
                 FOR UPDATE SKIP LOCKED
             ) AS c
@@ -269,6 +287,16 @@ BEGIN
         FROM claimed AS k
         JOIN allowance AS a ON a.ep = k.entrypoint
         ORDER BY k.priority DESC, k.run_at, k.id;
+    END IF;
+
+    -- Move the claim marks past what was just claimed, at most every 0.2 s per entrypoint
+    -- (pgq._raise_mark; the mark lock it takes is held until this transaction ends).
+    GET DIAGNOSTICS v_claimed = ROW_COUNT;
+    IF v_claimed > 0 AND current_setting('transaction_isolation') = 'read committed' THEN
+        PERFORM pgq._raise_mark(e.ep)
+        FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+        LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
+        WHERE e.ep <> ALL (v_keyed) AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds');
     END IF;
 END
 $$;

@@ -83,8 +83,10 @@ CREATE TABLE pgq._jobs (
     autovacuum_vacuum_cost_delay = 0
 );
 
--- The claim walks this index in claim order and stops after batch_size rows.
-CREATE INDEX _jobs_claim_idx ON pgq._jobs (entrypoint, priority DESC, run_at, id)
+-- The claim walks this index in claim order and stops after batch_size rows. Its columns
+-- sort in one direction so that the claim's low-water mark (pgq._marks), a row comparison,
+-- bounds the scan from below.
+CREATE INDEX _jobs_claim_idx ON pgq._jobs (entrypoint, (-priority::bigint), run_at, id)
 WHERE status = 'queued';
 
 -- Keyed jobs only (entrypoints without keys pay nothing): the keyed claim finds each key's
@@ -182,6 +184,24 @@ CREATE TABLE pgq._schedules (
 );
 
 CREATE INDEX _schedules_next_run_idx ON pgq._schedules (next_run);
+
+-- The claim's low-water mark per entrypoint: no queued job sorts before (neg_priority,
+-- run_at, id) while epoch equals pgq._mark_epoch(). Writers below it lower it or void it
+-- (pgq._lower_marks); claims raise it (pgq._raise_mark). See docs/held-snapshot.md.
+CREATE TABLE pgq._marks (
+    entrypoint text PRIMARY KEY,
+    neg_priority bigint NOT NULL,
+    run_at timestamptz NOT NULL,
+    id bigint NOT NULL,
+    epoch bigint NOT NULL,
+    raised_at timestamptz NOT NULL,
+    -- When a raise last walked from the front instead of from the mark.
+    verified_at timestamptz NOT NULL
+);
+
+-- Bumped by a writer that cannot lower a mark in place; sequences are outside any
+-- transaction, so the bump voids every mark at once, even before the writer commits.
+CREATE SEQUENCE pgq._mark_voids;
 
 -- When each periodic maintenance task last ran (the workers' fallback sweep is throttled
 -- by it when pg_cron is absent).

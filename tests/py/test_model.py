@@ -432,7 +432,7 @@ class QueueModel(RuleBasedStateMachine):
         # DELETE rather than TRUNCATE: the same empty tables in 1 ms instead of 70 (hypothesis
         # runs thousands of examples while it shrinks a failure).
         with self.admin.transaction():
-            for table in ("_jobs", "_outcomes", "_workers", "_queues"):
+            for table in ("_jobs", "_outcomes", "_workers", "_queues", "_marks"):
                 self.admin.execute(f"DELETE FROM pgq.{table}")
             self.admin.execute("SELECT setval(pg_get_serial_sequence('pgq._jobs', 'id'), 1, false)")
         # The backoff's jitter is random(): seed every session, so that hypothesis replays an
@@ -939,6 +939,17 @@ class QueueModel(RuleBasedStateMachine):
         if key_concurrency is not None:
             queue.key_concurrency = key_concurrency or None
 
+    @rule(ep=ENTRYPOINT, void=st.booleans())
+    def raise_mark(self, ep: str, void: bool) -> None:
+        """The claim's low-water mark moves up to the first queued job (claims move it every
+        0.2 s of real time; this makes it happen between any two steps), after a void of every
+        mark or not. Neither may change what a claim returns: the invariant below checks that
+        no queued job is left below a mark in force."""
+        if void:
+            self.admin.execute("SELECT nextval('pgq._mark_voids')")
+        _, rows = self.call(self.admin, "SELECT pgq._raise_mark(%s)", (ep,))
+        assert rows[0][0] is True
+
     @rule(d=st.sampled_from(ADVANCES))
     def advance_clock(self, d: int) -> None:
         """Move now() forward by d seconds: every stored timestamp moves back by d."""
@@ -987,6 +998,15 @@ class QueueModel(RuleBasedStateMachine):
             workers = self.admin.execute(
                 "SELECT id, state, heartbeat_at, stopped_at, jobs_held FROM pgq.workers"
             ).fetchall()
+            # The claim mark's invariant (pgq._raise_mark): no queued job sorts before a mark in
+            # force, or claims would pass it over.
+            below_mark = self.admin.execute(
+                "SELECT array_agg(j.id) FROM pgq._jobs AS j"
+                " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()"
+                " WHERE j.status = 'queued'"
+                " AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)"
+            ).fetchone()[0]
+        assert below_mark is None, f"queued jobs below the claim mark: {below_mark}"
 
         # Live jobs: one row each, in the model's state, held by the model's holder.
         got = {

@@ -422,23 +422,23 @@ class Queries:
 _QUEUED = """
 WITH RECURSIVE p AS (
     (SELECT j.priority AS pr FROM pgq.jobs AS j WHERE j.status = 'queued' AND j.entrypoint = %(ep)s
-     ORDER BY j.priority DESC LIMIT 1)
+     ORDER BY -j.priority::bigint LIMIT 1)
     UNION ALL
     SELECT (SELECT j.priority FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority < p.pr
-            ORDER BY j.priority DESC LIMIT 1)
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint > -p.pr::bigint
+            ORDER BY -j.priority::bigint LIMIT 1)
     FROM p WHERE p.pr IS NOT NULL
 ), per AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority = p.pr AND j.run_at <= now()
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint AND j.run_at <= now()
             LIMIT %(cap)s) AS s) AS due,
         (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority = p.pr AND j.run_at > now()
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint AND j.run_at > now()
             LIMIT %(cap)s) AS s) AS later,
         (SELECT j.run_at FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND j.priority = p.pr
-            ORDER BY j.priority DESC, j.run_at LIMIT 1) AS first_run_at
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
+            ORDER BY -j.priority::bigint, j.run_at LIMIT 1) AS first_run_at
     FROM p WHERE p.pr IS NOT NULL
     LIMIT %(most)s
 )
