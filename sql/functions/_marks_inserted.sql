@@ -5,7 +5,6 @@ CREATE OR REPLACE FUNCTION pgq._marks_inserted()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

@@ -6,7 +6,6 @@ CREATE OR REPLACE FUNCTION pgq._marks_updated()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

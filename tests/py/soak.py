@@ -250,11 +250,19 @@ class Producer(threading.Thread):
             return
 
 
+BELOW_MARK = (
+    "SELECT array_agg(j.id) FROM pgq._jobs AS j"
+    " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()"
+    " WHERE j.status = 'queued' AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)"
+)
+
+
 class Canceller(threading.Thread):
     """Asks pgq.cancel for about `fraction` of the committed jobs, soon after their commit
     (while they are queued or running): each sampled key is looked up in pgq.jobs, and
     what is found is recorded in `asked` (key -> job id) before pgq.cancel is called, so a
-    cancel whose reply was lost still counts as asked."""
+    cancel whose reply was lost still counts as asked. Twice a second it also checks that
+    no queued job is below its entrypoint's claim mark (pgq._raise_mark)."""
 
     def __init__(
         self, dsn: str, producers: list[Producer], fraction: float, rng: random.Random, stop: threading.Event
@@ -273,19 +281,30 @@ class Canceller(threading.Thread):
 
     def run(self) -> None:
         conn: psycopg.Connection | None = None
+        next_mark_check = 0.0
         while not self.stop.wait(0.05):
             keys = []
             for i, producer in enumerate(self.producers):
                 fresh = producer.committed[self._seen[i] :]
                 self._seen[i] += len(fresh)
                 keys += [k for k in fresh if self.rng.random() < self.fraction]
-            if not keys:
+            check_marks = time.monotonic() >= next_mark_check
+            if not keys and not check_marks:
                 continue
             try:
                 if conn is None:
                     conn = psycopg.connect(
                         self.dsn, autocommit=True, connect_timeout=3, application_name=CANCELLER_APP
                     )
+                if check_marks:
+                    # The claim mark's invariant holds in every snapshot: a queued job below
+                    # a mark in force would be passed over by every claim.
+                    next_mark_check = time.monotonic() + 0.5
+                    below = conn.execute(BELOW_MARK).fetchone()[0]
+                    if below:
+                        self.errors.append(f"queued jobs below the claim mark: {below}")
+                if not keys:
+                    continue
                 found = conn.execute(
                     "SELECT payload->>'key', id FROM pgq.jobs WHERE entrypoint = ANY(%s)"
                     " AND payload->>'key' = ANY(%s) AND status IN ('queued', 'running')",

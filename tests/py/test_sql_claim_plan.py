@@ -26,14 +26,17 @@ from conftest import create_database, drop_database
 ROWS = 1_000_000
 ENTRYPOINTS = 100
 
-# The inner query of pgq.claim (sql/functions/claim.sql), for one entrypoint.
+# The inner query of pgq.claim (sql/functions/claim.sql), for one entrypoint, from its claim
+# mark ($2, $3, $4; executed here from the front, as without a mark).
 CLAIM_QUERY = """
     SELECT id FROM pgq._jobs
     WHERE entrypoint = $1 AND status = 'queued' AND run_at <= now()
-    ORDER BY priority DESC, run_at, id
+      AND ROW(-priority::bigint, run_at, id) >= ROW($2::bigint, $3::timestamptz, $4::bigint)
+    ORDER BY -priority::bigint, run_at, id
     LIMIT 10
     FOR UPDATE SKIP LOCKED
 """
+FROM_THE_FRONT = "'ep_42', -2147483648, '-infinity', 0"
 
 
 @pytest.fixture(scope="module")
@@ -80,14 +83,14 @@ def assert_walks_the_claim_index(plan: dict[str, Any]) -> None:
 @pytest.mark.parametrize("generic", [False, True], ids=["custom_plan", "generic_plan"])
 def test_claim_query_walks_the_claim_index(backlog: str, generic: bool) -> None:
     with psycopg.connect(backlog, autocommit=True) as c:
-        c.execute(f"PREPARE claim_q(text) AS {CLAIM_QUERY}")
+        c.execute(f"PREPARE claim_q(text, bigint, timestamptz, bigint) AS {CLAIM_QUERY}")
         mode = "force_generic_plan" if generic else "force_custom_plan"
         c.execute(f"SET plan_cache_mode = {mode}")
-        (doc,) = c.execute("EXPLAIN (FORMAT JSON) EXECUTE claim_q('ep_42')").fetchone()
+        (doc,) = c.execute(f"EXPLAIN (FORMAT JSON) EXECUTE claim_q({FROM_THE_FRONT})").fetchone()
         doc = json.loads(doc) if isinstance(doc, str) else doc
         assert_walks_the_claim_index(doc[0]["Plan"])
         # And the query does return rows in claim order, from the right entrypoint.
-        ids = [r[0] for r in c.execute("EXECUTE claim_q('ep_42')")]
+        ids = [r[0] for r in c.execute(f"EXECUTE claim_q({FROM_THE_FRONT})")]
         assert len(ids) == 10
         expected = c.execute(
             "SELECT id FROM pgq._jobs WHERE entrypoint = 'ep_42' AND status = 'queued'"
