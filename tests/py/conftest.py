@@ -85,4 +85,6 @@ def _clean_queue(request: pytest.FixtureRequest) -> Iterator[None]:
     if "dsn" in request.fixturenames:
         dsn = request.getfixturevalue("dsn")
         with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("TRUNCATE pgq._jobs, pgq._outcomes, pgq._workers, pgq._queues, pgq._schedules, pgq._marks")
+            c.execute(
+                "TRUNCATE pgq._jobs, pgq._outcomes, pgq._workers, pgq._queues, pgq._schedules, pgq._marks"
+            )

@@ -49,6 +49,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from cluster import db_sh, restart_problem, wait_for_server
+from marks import BELOW_MARK
 from soak_audit import (
     ENTRYPOINTS,
     KNOWN_BUGS,
@@ -248,13 +249,6 @@ class Producer(threading.Thread):
                 continue
             self.committed += keys
             return
-
-
-BELOW_MARK = (
-    "SELECT array_agg(j.id) FROM pgq._jobs AS j"
-    " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()"
-    " WHERE j.status = 'queued' AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)"
-)
 
 
 class Canceller(threading.Thread):

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from marks import BELOW_MARK
 from test_sql_concurrency import complete, register
 from workers import wait_until_waiting_on_lock
 
@@ -33,7 +34,10 @@ def enqueue(c: psycopg.Connection, ep: str, priority: int = 0) -> int:
 def backdated(c: psycopg.Connection, ep: str, n: int) -> list[int]:
     """n queued jobs enqueued an hour ago (so that a raise puts the mark on the first one
     rather than a second ago)."""
-    ids = [r[0] for r in c.execute("SELECT * FROM pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))", (ep, n))]
+    ids = [
+        r[0]
+        for r in c.execute("SELECT * FROM pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))", (ep, n))
+    ]
     c.execute("UPDATE pgq._jobs SET run_at = run_at - interval '1 hour' WHERE id = ANY (%s)", (ids,))
     return ids
 
@@ -49,18 +53,15 @@ def epoch(c: psycopg.Connection) -> int:
 def mark(c: psycopg.Connection, ep: str) -> tuple[int, int] | None:
     """The mark in force as (neg_priority, id), or None (absent or voided)."""
     return c.execute(
-        "SELECT m.neg_priority, m.id FROM pgq._marks AS m WHERE m.entrypoint = %s AND m.epoch = pgq._mark_epoch()",
+        "SELECT m.neg_priority, m.id FROM pgq._marks AS m"
+        " WHERE m.entrypoint = %s AND m.epoch = pgq._mark_epoch()",
         (ep,),
     ).fetchone()
 
 
 def stranded(c: psycopg.Connection) -> int:
     """Queued jobs that sort before a mark in force: the invariant says none."""
-    return c.execute(
-        "SELECT count(*) FROM pgq._jobs AS j"
-        " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()"
-        " WHERE j.status = 'queued' AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)"
-    ).fetchone()[0]
+    return len(c.execute(BELOW_MARK).fetchone()[0] or [])
 
 
 def claim_ids(c: psycopg.Connection, worker: uuid.UUID, ep: str, n: int) -> list[int]:
@@ -87,7 +88,9 @@ def in_thread(dsn: str, query: str, params: tuple) -> tuple[threading.Thread, di
     return t, out
 
 
-def test_a_producer_between_enqueue_and_commit_keeps_raises_out(conn: psycopg.Connection, other: psycopg.Connection) -> None:
+def test_a_producer_between_enqueue_and_commit_keeps_raises_out(
+    conn: psycopg.Connection, other: psycopg.Connection
+) -> None:
     backdated(conn, "m1", 3)
     assert raise_mark(conn, "m1")
     with other.transaction():
@@ -119,7 +122,9 @@ def test_a_producer_that_meets_a_raise_waits_for_it_and_sees_its_mark(
     assert claim_ids(conn, worker, "m2", 2) == [urgent, first]
 
 
-def test_a_raise_in_a_long_transaction_is_not_waited_for(conn: psycopg.Connection, other: psycopg.Connection) -> None:
+def test_a_raise_in_a_long_transaction_is_not_waited_for(
+    conn: psycopg.Connection, other: psycopg.Connection
+) -> None:
     first = backdated(conn, "m3", 3)[0]
     before = epoch(conn)
     with other.transaction():
@@ -134,7 +139,9 @@ def test_a_raise_in_a_long_transaction_is_not_waited_for(conn: psycopg.Connectio
     assert stranded(conn) == 0
 
 
-def test_a_producer_on_the_bypass_keeps_raises_out_until_it_commits(dsn: str, conn: psycopg.Connection) -> None:
+def test_a_producer_on_the_bypass_keeps_raises_out_until_it_commits(
+    dsn: str, conn: psycopg.Connection
+) -> None:
     first = backdated(conn, "m4", 3)[0]
     with psycopg.connect(dsn, autocommit=True) as raiser, psycopg.connect(dsn, autocommit=True) as producer:
         with raiser.transaction():
@@ -151,7 +158,9 @@ def test_a_producer_on_the_bypass_keeps_raises_out_until_it_commits(dsn: str, co
     assert claim_ids(conn, worker, "m4", 2) == [urgent, first]
 
 
-def test_a_repeatable_read_producer_voids_the_marks(conn: psycopg.Connection, other: psycopg.Connection) -> None:
+def test_a_repeatable_read_producer_voids_the_marks(
+    conn: psycopg.Connection, other: psycopg.Connection
+) -> None:
     first = backdated(conn, "m5", 3)[0]
     before = epoch(conn)
     other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
@@ -166,7 +175,9 @@ def test_a_repeatable_read_producer_voids_the_marks(conn: psycopg.Connection, ot
     assert claim_ids(conn, worker, "m5", 2) == [urgent, first]
 
 
-def test_producers_below_the_mark_do_not_wait_for_each_other(conn: psycopg.Connection, other: psycopg.Connection) -> None:
+def test_producers_below_the_mark_do_not_wait_for_each_other(
+    conn: psycopg.Connection, other: psycopg.Connection
+) -> None:
     first = backdated(conn, "m6", 3)[0]
     assert raise_mark(conn, "m6")
     before = epoch(conn)
@@ -223,7 +234,8 @@ def test_a_verifying_raise_repairs_a_mark_above_a_queued_job_with_a_warning(conn
     conn.execute("ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg")
     try:
         conn.execute(
-            "INSERT INTO pgq._marks VALUES ('m9', 0, 'infinity', 0, pgq._mark_epoch(), now(), now() - interval '1 minute')"
+            "INSERT INTO pgq._marks"
+            " VALUES ('m9', 0, 'infinity', 0, pgq._mark_epoch(), now(), now() - interval '1 minute')"
         )
         planted = enqueue(conn, "m9")
     finally:

@@ -55,6 +55,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from marks import BELOW_MARK
+
 SEC = 1_000_000  # the model counts time in microseconds, as timestamptz does
 HOUR = 3600 * SEC
 DAY = 24 * HOUR
@@ -1000,12 +1002,7 @@ class QueueModel(RuleBasedStateMachine):
             ).fetchall()
             # The claim mark's invariant (pgq._raise_mark): no queued job sorts before a mark in
             # force, or claims would pass it over.
-            below_mark = self.admin.execute(
-                "SELECT array_agg(j.id) FROM pgq._jobs AS j"
-                " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()"
-                " WHERE j.status = 'queued'"
-                " AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)"
-            ).fetchone()[0]
+            below_mark = self.admin.execute(BELOW_MARK).fetchone()[0]
         assert below_mark is None, f"queued jobs below the claim mark: {below_mark}"
 
         # Live jobs: one row each, in the model's state, held by the model's holder.

@@ -32,39 +32,38 @@ LANGUAGE sql AS $$
     FROM pgq._marks AS m WHERE m.entrypoint = ep
 $$;
 
-SELECT pgq.register_worker('w', ARRAY['p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7', 'p8', 'p9', 'p10', 'p11', 'p12', 'r', 'v'])
-    AS w \gset
+SELECT pgq.register_worker('w', string_to_array('p1 p2 p3 p4 p5 p6 p7 p8 p9 p10 p11 p12 r v', ' ')) AS w \gset
 
 -- Writers ----------------------------------------------------------------------------------
 
 -- 1. pgq.enqueue below the mark lowers it in place (the mark stays in force).
 SELECT pg_temp.mark_ahead('p1');
-INSERT INTO t_job SELECT 'p1', pgq.enqueue('p1', '{}');
+INSERT INTO t_job VALUES ('p1', pgq.enqueue('p1', '{}'));
 SELECT is(pg_temp.stranded(), 0::bigint, 'enqueue: no queued job below a mark in force');
 SELECT is(pg_temp.mark_of('p1'), format('0/%s', pg_temp.jid('p1')), 'enqueue: the mark is lowered to the job, in place');
 
 -- 2. A higher priority sorts first: below a mark of priority 0.
-INSERT INTO t_job SELECT 'p2-low', pgq.enqueue('p2', '{}');
+INSERT INTO t_job VALUES ('p2-low', pgq.enqueue('p2', '{}'));
 SELECT pgq._raise_mark('p2');
-INSERT INTO t_job SELECT 'p2-high', pgq.enqueue('p2', '{}', priority => 5);
+INSERT INTO t_job VALUES ('p2-high', pgq.enqueue('p2', '{}', priority => 5));
 SELECT is(pg_temp.mark_of('p2'), format('-5/%s', pg_temp.jid('p2-high')), 'a higher priority lowers the mark to it');
 SELECT is(pg_temp.stranded(), 0::bigint, 'higher priority: nothing stranded');
 
 -- 3. A job made due earlier (as a test's time travel does): any UPDATE that moves a queued
 -- job earlier in claim order.
-INSERT INTO t_job SELECT 'p3', pgq.enqueue('p3', '{}');
+INSERT INTO t_job VALUES ('p3', pgq.enqueue('p3', '{}'));
 SELECT ok(pgq._raise_mark('p3'), 'raised');
 UPDATE pgq._jobs SET run_at = run_at - interval '1 day' WHERE id = pg_temp.jid('p3');
 SELECT is(pg_temp.mark_of('p3'), format('0/%s', pg_temp.jid('p3')), 'an earlier run_at lowers the mark');
 
 -- 4. pgq.enqueue_batch: one check for the statement, at its first job in claim order.
 SELECT pg_temp.mark_ahead('p4');
-INSERT INTO t_job SELECT 'p4', min(b.id) FROM pgq.enqueue_batch('p4', ARRAY['{}', '{}', '{}']::jsonb[]) AS b (id);
+INSERT INTO t_job VALUES ('p4', (SELECT min(b.id) FROM pgq.enqueue_batch('p4', ARRAY['{}', '{}', '{}']::jsonb[]) AS b (id)));
 SELECT is(pg_temp.mark_of('p4'), format('0/%s', pg_temp.jid('p4')), 'enqueue_batch lowers the mark to its first job');
 SELECT is(pg_temp.stranded(), 0::bigint, 'enqueue_batch: nothing stranded');
 
 -- 5. A failure with a retry re-queues the job.
-INSERT INTO t_job SELECT 'p5', pgq.enqueue('p5', '{}');
+INSERT INTO t_job VALUES ('p5', pgq.enqueue('p5', '{}'));
 SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['p5']) AS c), pg_temp.jid('p5'), 'p5 claimed');
 SELECT pg_temp.mark_ahead('p5');
 SELECT is(pgq.fail(:'w', pg_temp.jid('p5'), 'boom', retry_in => interval '0'), 'queued', 'p5 failed, to be retried');
@@ -91,7 +90,7 @@ SELECT is(pg_temp.stranded(), 0::bigint, 'pgq.release: nothing stranded');
 
 -- 9. A reaped worker's job.
 SELECT pgq.register_worker('lost', ARRAY['p6']) AS lost \gset
-INSERT INTO t_job SELECT 'p6', pgq.enqueue('p6', '{}');
+INSERT INTO t_job VALUES ('p6', pgq.enqueue('p6', '{}'));
 SELECT is((SELECT c.id FROM pgq.claim(:'lost', ARRAY['p6']) AS c), pg_temp.jid('p6'), 'p6 claimed by a worker about to be lost');
 SELECT pg_temp.mark_ahead('p6');
 UPDATE pgq._workers SET heartbeat_at = heartbeat_at - interval '1 day' WHERE id = :'lost';
@@ -100,14 +99,14 @@ SELECT is(pg_temp.stranded(), 0::bigint, 'reap: nothing stranded');
 
 -- 10. Unregistering a worker releases its jobs.
 SELECT pgq.register_worker('leaving', ARRAY['p7']) AS leaving \gset
-INSERT INTO t_job SELECT 'p7', pgq.enqueue('p7', '{}');
+INSERT INTO t_job VALUES ('p7', pgq.enqueue('p7', '{}'));
 SELECT is((SELECT c.id FROM pgq.claim(:'leaving', ARRAY['p7']) AS c), pg_temp.jid('p7'), 'p7 claimed');
 SELECT pg_temp.mark_ahead('p7');
 SELECT is(pgq.unregister_worker(:'leaving'), 1, 'unregister releases p7');
 SELECT is(pg_temp.stranded(), 0::bigint, 'unregister: nothing stranded');
 
 -- 11. pgq.retry of a dead job.
-INSERT INTO t_job SELECT 'p8', pgq.enqueue('p8', '{}', max_attempts => 1);
+INSERT INTO t_job VALUES ('p8', pgq.enqueue('p8', '{}', max_attempts => 1));
 SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['p8']) AS c), pg_temp.jid('p8'), 'p8 claimed');
 SELECT is(pgq.fail(:'w', pg_temp.jid('p8'), 'fatal'), 'dead', 'p8 dead');
 SELECT pg_temp.mark_ahead('p8');
@@ -115,8 +114,8 @@ SELECT is(pgq.retry(ARRAY[pg_temp.jid('p8')]), 1, 'p8 retried');
 SELECT is(pg_temp.stranded(), 0::bigint, 'retry of a dead job: nothing stranded');
 
 -- 12. A waiting job whose dependency succeeded: queued with its old run_at.
-INSERT INTO t_job SELECT 'p9-first', pgq.enqueue('p9-first', '{}');
-INSERT INTO t_job SELECT 'p9', pgq.enqueue('p9', '{}', depends_on => ARRAY[pg_temp.jid('p9-first')]);
+INSERT INTO t_job VALUES ('p9-first', pgq.enqueue('p9-first', '{}'));
+INSERT INTO t_job VALUES ('p9', pgq.enqueue('p9', '{}', depends_on => ARRAY[pg_temp.jid('p9-first')]));
 SET CONSTRAINTS ALL IMMEDIATE;
 SELECT pgq.register_worker('dep', ARRAY['p9-first']) AS dep \gset
 SELECT is((SELECT c.id FROM pgq.claim(:'dep', ARRAY['p9-first']) AS c), pg_temp.jid('p9-first'), 'the dependency claimed');
@@ -126,7 +125,7 @@ SELECT is((SELECT j.status FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('p9')), 
 SELECT is(pg_temp.stranded(), 0::bigint, 'a released dependent: nothing stranded');
 
 -- 13. dedupe_mode 'replace' raising the priority of a queued job moves it earlier.
-INSERT INTO t_job SELECT 'p10', pgq.enqueue('p10', '{}', dedupe_key => 'k');
+INSERT INTO t_job VALUES ('p10', pgq.enqueue('p10', '{}', dedupe_key => 'k'));
 UPDATE pgq._jobs SET run_at = run_at - interval '1 hour' WHERE id = pg_temp.jid('p10');
 SELECT ok(pgq._raise_mark('p10'), 'raised onto p10');
 SELECT is(pg_temp.mark_of('p10'), format('0/%s', pg_temp.jid('p10')), 'the mark is at p10');
@@ -134,7 +133,7 @@ SELECT is(pgq.enqueue('p10', '{}', dedupe_key => 'k', priority => 3, dedupe_mode
 SELECT is(pg_temp.mark_of('p10'), format('-3/%s', pg_temp.jid('p10')), 'replace to a higher priority lowers the mark');
 
 -- 14. An UPDATE that raises the priority of a queued job.
-INSERT INTO t_job SELECT 'p11', pgq.enqueue('p11', '{}');
+INSERT INTO t_job VALUES ('p11', pgq.enqueue('p11', '{}'));
 SELECT ok(pgq._raise_mark('p11'), 'raised');
 UPDATE pgq._jobs SET priority = 7 WHERE id = pg_temp.jid('p11');
 SELECT is(pg_temp.mark_of('p11'), format('-7/%s', pg_temp.jid('p11')), 'a higher priority lowers the mark');
@@ -145,7 +144,7 @@ SELECT is(pg_temp.mark_of('p11'), format('-7/%s', pg_temp.jid('p11')), 'a higher
 -- claimed while the mark is in force, and is once the mark is voided.
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg;
 SELECT pg_temp.mark_ahead('v');
-INSERT INTO t_job SELECT 'v', pgq.enqueue('v', '{}');
+INSERT INTO t_job VALUES ('v', pgq.enqueue('v', '{}'));
 ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_insert_trg;
 SELECT is((SELECT count(*) FROM pgq.claim(:'w', ARRAY['v'])), 0::bigint, 'the claim does not walk below a mark in force');
 SELECT nextval('pgq._mark_voids');
@@ -154,16 +153,18 @@ SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['v']) AS c), pg_temp.jid('v'),
 
 -- 16. A raise moves the mark to the first queued job, or to a second ago when that job is
 -- more recent (producers whose transactions overlap land above it).
-INSERT INTO t_job SELECT 'r-old', pgq.enqueue('r', '{}');
+INSERT INTO t_job VALUES ('r-old', pgq.enqueue('r', '{}'));
 UPDATE pgq._jobs SET run_at = run_at - interval '1 hour' WHERE id = pg_temp.jid('r-old');
-INSERT INTO t_job SELECT 'r-new', pgq.enqueue('r', '{}');
+INSERT INTO t_job VALUES ('r-new', pgq.enqueue('r', '{}'));
 SELECT ok(pgq._raise_mark('r'), 'raised');
 SELECT is(pg_temp.mark_of('r'), format('0/%s', pg_temp.jid('r-old')), 'the mark is the first queued job');
 SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['r']) AS c), pg_temp.jid('r-old'), 'r-old claimed');
 SELECT ok(pgq._raise_mark('r'), 'raised again');
 SELECT ok(
-    (SELECT m.id = 0 AND m.run_at <= clock_timestamp() - interval '1 second' AND m.run_at > now() - interval '1 minute'
-     FROM pgq._marks AS m WHERE m.entrypoint = 'r'),
+    (
+        SELECT m.id = 0 AND m.run_at <= clock_timestamp() - interval '1 second' AND m.run_at > now() - interval '1 minute'
+        FROM pgq._marks AS m WHERE m.entrypoint = 'r'
+    ),
     'a recent first job: the mark trails by a second'
 );
 SELECT is(pg_temp.stranded(), 0::bigint, 'raises: nothing stranded');
@@ -172,7 +173,7 @@ SELECT is(pg_temp.stranded(), 0::bigint, 'raises: nothing stranded');
 -- (which no writer leaves; planted here with the triggers off) lowers the mark, with a warning.
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg;
 SELECT pg_temp.mark_ahead('p12');
-INSERT INTO t_job SELECT 'p12', pgq.enqueue('p12', '{}');
+INSERT INTO t_job VALUES ('p12', pgq.enqueue('p12', '{}'));
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_update_trg;
 UPDATE pgq._jobs SET run_at = run_at - interval '1 hour' WHERE id = pg_temp.jid('p12');
 ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_update_trg;

@@ -83,6 +83,15 @@ def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
         )
     r = _ratio(_get(s, "xmin", "jobs_per_s"), drain)
     add("held-xmin drain >= 90% of clean", r, r is not None and r >= 0.9, f"{(r or 0) * 100:.0f}%")
+    large = s.get("xmin_large") or {}
+    r = _ratio(large.get("jobs_per_s"), drain)
+    if r is not None:
+        add(
+            f"held-xmin drain of {_size(large['jobs'])} >= 90% of clean",
+            r,
+            r >= 0.9,
+            f"{r * 100:.0f}%",
+        )
     for eps, read in (_get(s, "queues", "runs") or {}).items():
         ms = read.get("ms")
         add(
@@ -246,6 +255,17 @@ def render(results: dict[str, Any]) -> str:
             f"{_x(_ratio(xmin, drain))} of the clean drain",
         ]
     )
+    large = s.get("xmin_large") or {}
+    if "jobs_per_s" in large:
+        rows.append(
+            [
+                f"drain {_size(large['jobs'])} with a REPEATABLE READ snapshot held",
+                _rate(large["jobs_per_s"]),
+                "",
+                "",
+                f"{_x(_ratio(large['jobs_per_s'], drain))} of the clean drain ({_size(p['jobs'])})",
+            ]
+        )
     for eps, read in sorted((_get(s, "queues", "runs") or {}).items(), key=lambda kv: int(kv[0])):
         if "ms" not in read:
             continue
@@ -271,6 +291,7 @@ def render(results: dict[str, Any]) -> str:
         ("pgq drain, 100 keys", s.get("keyed")),
         ("PgQueuer drain (workers)", _get(s, "peer", "drain")),
         ("pgq drain, held xmin", s.get("xmin")),
+        ("pgq drain, held xmin, large", s.get("xmin_large")),
     ]:
         cpu = (node or {}).get("cpu") if isinstance(node, dict) else None
         if cpu:

@@ -431,10 +431,12 @@ WITH RECURSIVE p AS (
 ), per AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint AND j.run_at <= now()
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
+              AND j.run_at <= now()
             LIMIT %(cap)s) AS s) AS due,
         (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint AND j.run_at > now()
+            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
+              AND j.run_at > now()
             LIMIT %(cap)s) AS s) AS later,
         (SELECT j.run_at FROM pgq.jobs AS j
             WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
