@@ -239,7 +239,8 @@ def check_xmin_horizon(conn: psycopg.Connection, limits: Limits) -> Found:
     return [
         (
             f"transaction of pid {pid} ({user}) open for {age} holds back the xmin horizon by {xids}"
-            f" transactions (it slows every claim): {' '.join(str(query).split())}",
+            " transactions (vacuum cannot clean pgq's tables behind it, and sweeps slow down):"
+            f" {' '.join(str(query).split())}",
             f"end it in its application, or SELECT pg_terminate_backend({pid})",
         )
     ]
