@@ -116,7 +116,8 @@ BEGIN
                 SELECT j.id, j.priority, j.run_at, j.concurrency_key
                 FROM pgq._jobs AS j
                 WHERE j.entrypoint = _claim_keyed.entrypoint AND j.status = 'queued' AND j.run_at <= now()
-                ORDER BY j.priority DESC, j.run_at, j.id
+                -- The claim index's order (-priority: one direction, see pgq._marks).
+                ORDER BY -j.priority::bigint, j.run_at, j.id
                 LIMIT _claim_keyed.allowed
             ) AS u
             WHERE u.concurrency_key IS NULL

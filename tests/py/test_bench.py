@@ -46,6 +46,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         "latency",
         "backlog",
         "xmin",
+        "xmin_large",
         "queues",
         "peer",
     }
@@ -54,6 +55,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
     for name in ("drain", "defaults", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
+    # Once, as many under the held snapshot as the largest backlog.
+    assert s["xmin_large"]["jobs"] == 2000 and s["xmin_large"]["jobs_per_s"] > 0, s["xmin_large"]
     assert s["bystander"]["bystander"]["drain"]["p50_ms"] > 0, s["bystander"]
     assert s["bystander"]["bystander"]["idle"]["samples"] >= 100, s["bystander"]
     assert s["keyed"]["jobs"] == 100 and s["keyed"]["jobs_per_s"] > 0, s["keyed"]

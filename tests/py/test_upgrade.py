@@ -191,4 +191,10 @@ def test_stale_views_functions_and_triggers_go_the_codes_trigger_stays(fresh_db:
         triggers = c.execute(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'pgq._jobs'::regclass AND NOT tgisinternal"
         ).fetchall()
-    assert sorted(triggers) == [("_jobs_check_waiting",), ("_jobs_dead_trg",), ("_jobs_finished_trg",)]
+    assert sorted(triggers) == [
+        ("_jobs_check_waiting",),
+        ("_jobs_dead_trg",),
+        ("_jobs_finished_trg",),
+        ("_jobs_marks_insert_trg",),
+        ("_jobs_marks_update_trg",),
+    ]
