@@ -42,15 +42,19 @@ BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RETURN FALSE;
     END IF;
+    -- A producer on the bypass: give up before taking the mark lock (which would then be
+    -- held, for nothing, until this transaction ends).
+    IF NOT pgq._bypass_free(_raise_mark.entrypoint) THEN
+        RETURN FALSE;
+    END IF;
     IF NOT pg_try_advisory_xact_lock(7366514, hashtext(_raise_mark.entrypoint)) THEN
         RETURN FALSE;
     END IF;
     v_epoch := pgq._mark_epoch();
     -- After the epoch: a producer that takes the bypass lock later voids this epoch.
-    IF NOT pg_try_advisory_lock(7366515, hashtext(_raise_mark.entrypoint)) THEN
+    IF NOT pgq._bypass_free(_raise_mark.entrypoint) THEN
         RETURN FALSE;
     END IF;
-    PERFORM pg_advisory_unlock(7366515, hashtext(_raise_mark.entrypoint));
     SELECT m.neg_priority, m.run_at, m.id, m.epoch, m.verified_at INTO v_mark
     FROM pgq._marks AS m WHERE m.entrypoint = _raise_mark.entrypoint;
     v_in_force := FOUND AND v_mark.epoch = v_epoch;
@@ -85,9 +89,6 @@ BEGIN
         v_np := v_level;
         v_run := v_trail;
         v_id := 0;
-    END IF;
-    IF v_in_force AND NOT v_full AND (v_np, v_run, v_id) = (v_mark.neg_priority, v_mark.run_at, v_mark.id) THEN
-        RETURN TRUE;  -- unchanged: no new row version (they pile up under a held snapshot)
     END IF;
     INSERT INTO pgq._marks AS m (entrypoint, neg_priority, run_at, id, epoch, raised_at, verified_at)
     VALUES (_raise_mark.entrypoint, v_np, v_run, v_id, v_epoch, clock_timestamp(), clock_timestamp())

@@ -187,7 +187,7 @@ CREATE INDEX _schedules_next_run_idx ON pgq._schedules (next_run);
 
 -- The claim's low-water mark per entrypoint: no queued job sorts before (neg_priority,
 -- run_at, id) while epoch equals pgq._mark_epoch(). Writers below it lower it or void it
--- (pgq._lower_marks); claims raise it (pgq._raise_mark). See docs/held-snapshot.md.
+-- (pgq._lower_mark); claims raise it (pgq._raise_mark). See docs/held-snapshot.md.
 CREATE TABLE pgq._marks (
     entrypoint text PRIMARY KEY,
     neg_priority bigint NOT NULL,
