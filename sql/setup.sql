@@ -1,9 +1,9 @@
 -- Run after the functions on every install and upgrade: state the functions maintain.
 SELECT pgq._ensure_partitions();
--- Void the claim marks (pgq._raise_mark): whatever happened to the jobs while the triggers
--- below were missing or disabled (an upgrade, a restore), claims walk from the front until
--- their next raise.
-SELECT nextval('pgq._mark_voids');
+-- Forget the claim marks (pgq._raise_mark): whatever happened to the jobs while the
+-- triggers below were missing or disabled (an upgrade, a restore), claims walk from the
+-- front until their next raise.
+DELETE FROM pgq._marks;
 
 -- The triggers of the job table, created once each: re-creating one would lock the table
 -- against every worker (and CREATE OR REPLACE TRIGGER needs PostgreSQL 14).

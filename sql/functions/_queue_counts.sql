@@ -187,7 +187,8 @@ BEGIN
         FROM (
             SELECT
                 i.status,
-                CASE WHEN c.relpages > 1 AND c.reltuples >= 0 THEN c.reltuples / c.relpages * i.pages END AS by_stats,
+                -- Rounded: 8 / 1361 * 1361 is 7.999... in floating point, under a count of 8.
+                CASE WHEN c.relpages > 1 AND c.reltuples >= 0 THEN round(c.reltuples / c.relpages * i.pages) END AS by_stats,
                 (i.pages - 1) * (i.block - 40) * 0.9 / i.width AS by_size,
                 (
                     SELECT coalesce(sum(e.due + e.later), 0) FROM per_ep AS e WHERE i.status = 'queued'

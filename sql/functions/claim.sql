@@ -153,18 +153,26 @@ BEGIN
                      ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
                 coalesce(q.timeout, d.timeout) AS timeout,
                 coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
-                -- Where the scan starts: the mark in force, else the front (below any
-                -- -priority, and ids start at 1).
-                coalesce(m.neg_priority, -2147483648) AS from_np,
-                coalesce(m.run_at, '-infinity') AS from_run,
-                coalesce(m.id, 0) AS from_id
+                -- Where the scan starts (pgq._raise_mark): the lesser of the mark and the
+                -- lowest of its lows; the front without a mark (below any -priority; ids
+                -- start at 1).
+                CASE WHEN m.id IS NULL THEN -2147483648 WHEN lo.below THEN lo.neg_priority
+                     ELSE m.neg_priority END AS from_np,
+                CASE WHEN m.id IS NULL THEN '-infinity' WHEN lo.below THEN lo.run_at ELSE m.run_at END AS from_run,
+                CASE WHEN m.id IS NULL THEN 0 WHEN lo.below THEN lo.id ELSE m.id END AS from_id
             FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
             -- Once, not per row: a function returning a record is not folded to a constant.
             CROSS JOIN pgq._defaults() AS d
             LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-            -- The epoch is read after this statement's snapshot was taken: a void that
-            -- comes later belongs to a job this snapshot cannot see.
-            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep AND m.epoch = (SELECT pgq._mark_epoch())
+            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
+            LEFT JOIN LATERAL (
+                SELECT l.neg_priority, l.run_at, l.id,
+                       ROW(l.neg_priority, l.run_at, l.id) < ROW(m.neg_priority, m.run_at, m.id) AS below
+                FROM pgq._mark_lows AS l
+                WHERE l.entrypoint = e.ep
+                ORDER BY l.neg_priority, l.run_at, l.id
+                LIMIT 1
+            ) AS lo ON TRUE
             LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
             WHERE NOT coalesce(q.paused, FALSE)
         ),
@@ -222,18 +230,26 @@ BEGIN
                      ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
                 coalesce(q.timeout, d.timeout) AS timeout,
                 coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
-                -- Where the scan starts: the mark in force, else the front (below any
-                -- -priority, and ids start at 1).
-                coalesce(m.neg_priority, -2147483648) AS from_np,
-                coalesce(m.run_at, '-infinity') AS from_run,
-                coalesce(m.id, 0) AS from_id
+                -- Where the scan starts (pgq._raise_mark): the lesser of the mark and the
+                -- lowest of its lows; the front without a mark (below any -priority; ids
+                -- start at 1).
+                CASE WHEN m.id IS NULL THEN -2147483648 WHEN lo.below THEN lo.neg_priority
+                     ELSE m.neg_priority END AS from_np,
+                CASE WHEN m.id IS NULL THEN '-infinity' WHEN lo.below THEN lo.run_at ELSE m.run_at END AS from_run,
+                CASE WHEN m.id IS NULL THEN 0 WHEN lo.below THEN lo.id ELSE m.id END AS from_id
             FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
             -- Once, not per row: a function returning a record is not folded to a constant.
             CROSS JOIN pgq._defaults() AS d
             LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-            -- The epoch is read after this statement's snapshot was taken: a void that
-            -- comes later belongs to a job this snapshot cannot see.
-            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep AND m.epoch = (SELECT pgq._mark_epoch())
+            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
+            LEFT JOIN LATERAL (
+                SELECT l.neg_priority, l.run_at, l.id,
+                       ROW(l.neg_priority, l.run_at, l.id) < ROW(m.neg_priority, m.run_at, m.id) AS below
+                FROM pgq._mark_lows AS l
+                WHERE l.entrypoint = e.ep
+                ORDER BY l.neg_priority, l.run_at, l.id
+                LIMIT 1
+            ) AS lo ON TRUE
             LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
             WHERE NOT coalesce(q.paused, FALSE)
         ),
@@ -291,7 +307,7 @@ BEGIN
 
     -- The claim marks (pgq._raise_mark; the mark lock a raise takes is held until this
     -- transaction ends): after a claim that took jobs, move them past what was claimed, at
-    -- most every 0.2 s per entrypoint; and every 10 s in any case, to verify them, so that
+    -- most every 0.2 s per entrypoint; and every 30 s in any case, to verify them, so that
     -- a job a defect left below its mark is found even when it is the only one due (claims
     -- then take nothing).
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
@@ -303,7 +319,7 @@ BEGIN
         WHERE e.ep <> ALL (v_keyed) AND NOT coalesce(q.paused, FALSE)
           AND (
               (v_claimed > 0 AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds'))
-              OR m.verified_at < clock_timestamp() - interval '10 seconds'
+              OR m.verified_at < clock_timestamp() - interval '30 seconds'
           );
     END IF;
 END

@@ -185,23 +185,29 @@ CREATE TABLE pgq._schedules (
 
 CREATE INDEX _schedules_next_run_idx ON pgq._schedules (next_run);
 
--- The claim's low-water mark per entrypoint: no queued job sorts before (neg_priority,
--- run_at, id) while epoch equals pgq._mark_epoch(). Writers below it lower it or void it
--- (pgq._lower_mark); claims raise it (pgq._raise_mark). See docs/held-snapshot.md.
+-- The claim's low-water mark per entrypoint: no queued job sorts before the lesser of
+-- (neg_priority, run_at, id) and the entrypoint's rows in pgq._mark_lows. Producers below
+-- it lower it, or add a low (pgq._lower_mark); claims raise it (pgq._raise_mark). See
+-- docs/held-snapshot.md.
 CREATE TABLE pgq._marks (
     entrypoint text PRIMARY KEY,
     neg_priority bigint NOT NULL,
     run_at timestamptz NOT NULL,
     id bigint NOT NULL,
-    epoch bigint NOT NULL,
     raised_at timestamptz NOT NULL,
     -- When a raise last walked from the front instead of from the mark.
     verified_at timestamptz NOT NULL
 );
 
--- Bumped by a writer that cannot lower a mark in place; sequences are outside any
--- transaction, so the bump voids every mark at once, even before the writer commits.
-CREATE SEQUENCE pgq._mark_voids;
+-- Positions of queued jobs whose producers could not lower the mark in place; the next
+-- raise takes them in and deletes them.
+CREATE TABLE pgq._mark_lows (
+    entrypoint text NOT NULL,
+    neg_priority bigint NOT NULL,
+    run_at timestamptz NOT NULL,
+    id bigint NOT NULL
+);
+CREATE INDEX _mark_lows_idx ON pgq._mark_lows (entrypoint, neg_priority, run_at, id);
 
 -- When each periodic maintenance task last ran (the workers' fallback sweep is throttled
 -- by it when pg_cron is absent).

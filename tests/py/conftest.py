@@ -86,5 +86,6 @@ def _clean_queue(request: pytest.FixtureRequest) -> Iterator[None]:
         dsn = request.getfixturevalue("dsn")
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute(
-                "TRUNCATE pgq._jobs, pgq._outcomes, pgq._workers, pgq._queues, pgq._schedules, pgq._marks"
+                "TRUNCATE pgq._jobs, pgq._outcomes, pgq._workers, pgq._queues, pgq._schedules,"
+                " pgq._marks, pgq._mark_lows"
             )

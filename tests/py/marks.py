@@ -1,10 +1,12 @@
 """The claim mark's invariant (pgq._raise_mark, docs/held-snapshot.md) as one query, for the
-tests that check it: the ids of queued jobs that sort before their entrypoint's mark in
-force (NULL when none, as it must be; a claim would pass them over)."""
+tests that check it: the ids of queued jobs that sort before both their entrypoint's mark
+and all of its lows (NULL when none, as it must be; claims would pass them over)."""
 
 BELOW_MARK = (
     "SELECT array_agg(j.id ORDER BY j.id) FROM pgq._jobs AS j"
-    " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()"
+    " JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint"
     " WHERE j.status = 'queued'"
     " AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)"
+    " AND NOT EXISTS (SELECT 1 FROM pgq._mark_lows AS l WHERE l.entrypoint = j.entrypoint"
+    " AND ROW(l.neg_priority, l.run_at, l.id) <= ROW(-j.priority::bigint, j.run_at, j.id))"
 )

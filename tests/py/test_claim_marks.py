@@ -1,9 +1,11 @@
 """The claim's low-water mark across sessions (pgq._raise_mark, pgq._lower_mark): a raise
-never passes a job a producer has not committed yet, whichever comes first; a raise in a
-long transaction is not waited for; a REPEATABLE READ producer voids the marks; producers
-below the mark never wait for each other; claims raise the mark; under a held snapshot the
-claim reads a few index pages instead of every entry claimed since. Every interleaving is
-forced with held transactions and pg_stat_activity's lock waits.
+never passes a job a producer has not committed yet, whichever comes first (including a
+raise between a producer's row and its trigger); a raise in a long transaction is not
+waited for, and the low the producer records outlives raises that cannot see it; a
+REPEATABLE READ producer records a low; producers below the mark never wait for each
+other; claims raise the mark, and verify it even when they take nothing; under a held
+snapshot the claim reads a few index pages instead of every entry claimed since. Every
+interleaving is forced with held transactions and advisory locks.
 """
 
 from __future__ import annotations
@@ -46,21 +48,23 @@ def raise_mark(c: psycopg.Connection, ep: str) -> bool:
     return c.execute("SELECT pgq._raise_mark(%s)", (ep,)).fetchone()[0]
 
 
-def epoch(c: psycopg.Connection) -> int:
-    return c.execute("SELECT pgq._mark_epoch()").fetchone()[0]
-
-
 def mark(c: psycopg.Connection, ep: str) -> tuple[int, int] | None:
-    """The mark in force as (neg_priority, id), or None (absent or voided)."""
+    """The mark as (neg_priority, id), or None."""
     return c.execute(
-        "SELECT m.neg_priority, m.id FROM pgq._marks AS m"
-        " WHERE m.entrypoint = %s AND m.epoch = pgq._mark_epoch()",
-        (ep,),
+        "SELECT m.neg_priority, m.id FROM pgq._marks AS m WHERE m.entrypoint = %s", (ep,)
     ).fetchone()
 
 
+def lows(c: psycopg.Connection, ep: str) -> list[int]:
+    """The job ids of the entrypoint's lows."""
+    return [
+        r[0]
+        for r in c.execute("SELECT l.id FROM pgq._mark_lows AS l WHERE l.entrypoint = %s ORDER BY 1", (ep,))
+    ]
+
+
 def stranded(c: psycopg.Connection) -> int:
-    """Queued jobs that sort before a mark in force: the invariant says none."""
+    """Queued jobs that sort before their mark and its lows: the invariant says none."""
     return len(c.execute(BELOW_MARK).fetchone()[0] or [])
 
 
@@ -101,75 +105,90 @@ def test_a_producer_between_enqueue_and_commit_keeps_raises_out(
     assert stranded(conn) == 0
 
 
-def test_a_producer_that_meets_a_raise_waits_for_it_and_sees_its_mark(
-    dsn: str, conn: psycopg.Connection, other: psycopg.Connection
+def test_a_raise_between_a_producers_row_and_its_trigger_is_seen_by_the_trigger(
+    dsn: str, conn: psycopg.Connection
 ) -> None:
+    """The interleaving the protocol exists for (docs/held-snapshot.md): the job's row is
+    written, a raise runs before the producer's trigger and cannot see the row, then the
+    trigger runs. The producer's statement is held between the two by an advisory lock."""
     first = backdated(conn, "m2", 3)[0]
-    before = epoch(conn)
-    with other.transaction():
-        assert raise_mark(other, "m2")
-        assert mark(other, "m2") == (0, first)
-        t, out = in_thread(dsn, "SELECT pgq.enqueue('m2', '{}', priority => 5)", ())
-        assert wait_until_waiting_on_lock(conn, out["pid"]), "the producer did not wait for the raise"
+    conn.execute("SELECT pg_advisory_lock(7366999)")
+    producer = (
+        "WITH j AS (INSERT INTO pgq._jobs (entrypoint, priority) VALUES ('m2', 5) RETURNING id)"
+        " SELECT j.id FROM j WHERE pg_advisory_lock(7366999) IS NOT NULL"
+    )
+    t, out = in_thread(dsn, producer, ())
+    try:
+        assert wait_until_waiting_on_lock(conn, out["pid"]), (
+            "the producer did not stop between row and trigger"
+        )
+        assert raise_mark(conn, "m2"), "no producer held the mark lock yet: the raise runs"
+        assert mark(conn, "m2") == (0, first), "the raise could not see the new row"
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(7366999)")
     t.join(10)
     urgent = out["result"]
-    # Within its 50 ms the producer lowers the mark in place; a slow machine may take the
-    # bypass and void it instead. Either way the job is found first.
-    assert mark(conn, "m2") in ((-5, urgent), None)
-    assert mark(conn, "m2") is None or epoch(conn) == before
+    assert mark(conn, "m2") == (-5, urgent), "the trigger read the raise's mark and lowered it"
     assert stranded(conn) == 0
     worker = register(conn, "w", ["m2"])
     assert claim_ids(conn, worker, "m2", 2) == [urgent, first]
 
 
-def test_a_raise_in_a_long_transaction_is_not_waited_for(
-    conn: psycopg.Connection, other: psycopg.Connection
+def test_a_producer_that_meets_a_raise_waits_for_it_or_records_a_low(
+    dsn: str, conn: psycopg.Connection, other: psycopg.Connection
 ) -> None:
     first = backdated(conn, "m3", 3)[0]
-    before = epoch(conn)
     with other.transaction():
         assert raise_mark(other, "m3")
-        # The raise's transaction stays open: the producer gives up waiting after 50 ms,
-        # voids the marks and commits while the raise is still open.
-        urgent = enqueue(conn, "m3", priority=5)
-        assert epoch(conn) > before
-    assert mark(conn, "m3") is None, "the raise's mark came into force over a job it could not see"
+        assert mark(other, "m3") == (0, first)
+        t, out = in_thread(dsn, "SELECT pgq.enqueue('m3', '{}', priority => 5)", ())
+        wait_until_waiting_on_lock(conn, out["pid"], seconds=0.04)
+    t.join(10)
+    urgent = out["result"]
+    # Within its 50 ms the producer waits and then lowers the raise's mark in place; on a
+    # slow machine it may stop waiting first and record a low instead. Either way the job
+    # comes first.
+    assert mark(conn, "m3") == (-5, urgent) or lows(conn, "m3") == [urgent]
+    assert stranded(conn) == 0
     worker = register(conn, "w", ["m3"])
     assert claim_ids(conn, worker, "m3", 2) == [urgent, first]
-    assert stranded(conn) == 0
 
 
-def test_a_producer_on_the_bypass_keeps_raises_out_until_it_commits(
-    dsn: str, conn: psycopg.Connection
+def test_a_raise_in_a_long_transaction_is_not_waited_for(
+    dsn: str, conn: psycopg.Connection, other: psycopg.Connection
 ) -> None:
+    """The producer stops waiting after 50 ms and records a low, which commits with its job;
+    a raise that cannot see the low (the producer has not committed) leaves it alone."""
     first = backdated(conn, "m4", 3)[0]
-    with psycopg.connect(dsn, autocommit=True) as raiser, psycopg.connect(dsn, autocommit=True) as producer:
-        with raiser.transaction():
-            assert raise_mark(raiser, "m4")
+    with psycopg.connect(dsn, autocommit=True) as producer:
+        with other.transaction():
+            assert raise_mark(other, "m4")
             producer.execute("BEGIN")
-            urgent = enqueue(producer, "m4", priority=5)  # waits 50 ms, then the bypass
-        # The raise has ended; the producer has not committed its job.
-        assert not raise_mark(conn, "m4"), "a raise ran while a producer on the bypass held an invisible job"
+            urgent = enqueue(producer, "m4", priority=5)  # 50 ms, then a low
+        # The long raise has ended; a new one cannot see the producer's job or its low.
+        assert raise_mark(conn, "m4")
+        assert stranded(conn) == 0
         producer.execute("COMMIT")
-    assert raise_mark(conn, "m4")
-    assert mark(conn, "m4") in ((-5, urgent), (-5, 0)), "on the urgent job, or a second ago in its priority"
+    assert lows(conn, "m4") == [urgent], "the raise deleted a low it could not see"
     assert stranded(conn) == 0
+    assert raise_mark(conn, "m4")
+    assert lows(conn, "m4") == [], "a raise that sees a low takes it in"
+    assert mark(conn, "m4") in ((-5, urgent), (-5, 0)), "on the urgent job, or a second ago in its priority"
     worker = register(conn, "w", ["m4"])
     assert claim_ids(conn, worker, "m4", 2) == [urgent, first]
 
 
-def test_a_repeatable_read_producer_voids_the_marks(
+def test_a_repeatable_read_producer_records_a_low(
     conn: psycopg.Connection, other: psycopg.Connection
 ) -> None:
     first = backdated(conn, "m5", 3)[0]
-    before = epoch(conn)
     other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
     other.execute("SELECT 1")  # its snapshot predates the raise below
     assert raise_mark(conn, "m5")
     assert mark(conn, "m5") == (0, first)
     urgent = enqueue(other, "m5", priority=5)  # it would read no mark, or an old one
-    assert epoch(conn) > before, "a REPEATABLE READ producer must void the marks"
     other.execute("COMMIT")
+    assert lows(conn, "m5") == [urgent]
     assert stranded(conn) == 0
     worker = register(conn, "w", ["m5"])
     assert claim_ids(conn, worker, "m5", 2) == [urgent, first]
@@ -180,11 +199,10 @@ def test_producers_below_the_mark_do_not_wait_for_each_other(
 ) -> None:
     first = backdated(conn, "m6", 3)[0]
     assert raise_mark(conn, "m6")
-    before = epoch(conn)
     with other.transaction():
         one = enqueue(other, "m6", priority=5)  # lowers the mark in place: its row is locked
-        two = enqueue(conn, "m6", priority=6)  # must not wait for `other`: voids instead
-        assert epoch(conn) > before
+        two = enqueue(conn, "m6", priority=6)  # must not wait for `other`: a low instead
+        assert lows(conn, "m6") == [two]
     assert stranded(conn) == 0
     worker = register(conn, "w", ["m6"])
     assert claim_ids(conn, worker, "m6", 3) == [two, one, first]
@@ -195,14 +213,16 @@ def test_claims_raise_the_mark_and_skip_what_they_claimed(conn: psycopg.Connecti
     worker = register(conn, "w", ["m7"])
     assert claim_ids(conn, worker, "m7", 100) == ids[:100]
     assert mark(conn, "m7") == (0, ids[100]), "the claim raised the mark onto the next queued job"
-    # Within 0.2 s the next claim leaves the mark alone; it still claims in order.
+    # Raised within the last 0.2 s (here: a raise dated ahead): the next claim leaves the
+    # mark alone, and still claims in order from it.
+    conn.execute("UPDATE pgq._marks SET raised_at = now() + interval '1 hour' WHERE entrypoint = 'm7'")
     assert claim_ids(conn, worker, "m7", 100) == ids[100:200]
     assert mark(conn, "m7") == (0, ids[100])
 
 
 def test_under_a_held_snapshot_the_claim_reads_from_the_mark(dsn: str, conn: psycopg.Connection) -> None:
     """What vacuum cannot remove while a snapshot is held is skipped, not walked: counted in
-    index pages read by one claim, with the mark in force and with it voided."""
+    index pages read by one claim, with the mark and without it."""
     ids = backdated(conn, "m8", 20_000)
     worker = register(conn, "w", ["m8"])
     with psycopg.connect(dsn) as held:
@@ -212,6 +232,8 @@ def test_under_a_held_snapshot_the_claim_reads_from_the_mark(dsn: str, conn: psy
             assert claim_ids(conn, worker, "m8", 1000) == ids[start : start + 1000]
             assert complete(conn, worker, ids[start : start + 1000])
         assert raise_mark(conn, "m8")
+        # No raise at the end of the measured claims (it would read pages of its own).
+        conn.execute("UPDATE pgq._marks SET raised_at = now() + interval '1 hour', verified_at = now()")
 
         def pages_read_by_a_claim() -> int:
             # The counter accumulates until the session reports it: a difference in one transaction.
@@ -224,25 +246,40 @@ def test_under_a_held_snapshot_the_claim_reads_from_the_mark(dsn: str, conn: psy
             return pages
 
         with_mark = pages_read_by_a_claim()
-        conn.execute("SELECT nextval('pgq._mark_voids')")
-        voided = pages_read_by_a_claim()
+        conn.execute("DELETE FROM pgq._marks")
+        without = pages_read_by_a_claim()
     assert with_mark < 10, with_mark
-    assert voided > 10 * with_mark, (with_mark, voided)
+    assert without > 10 * with_mark, (with_mark, without)
 
 
-def test_a_verifying_raise_repairs_a_mark_above_a_queued_job_with_a_warning(conn: psycopg.Connection) -> None:
+def planted_below_the_mark(conn: psycopg.Connection, ep: str) -> int:
+    """A queued job below a mark last verified a minute ago, as a defect would leave it:
+    enqueued with the trigger off."""
     conn.execute("ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg")
     try:
         conn.execute(
-            "INSERT INTO pgq._marks"
-            " VALUES ('m9', 0, 'infinity', 0, pgq._mark_epoch(), now(), now() - interval '1 minute')"
+            "INSERT INTO pgq._marks VALUES (%s, 0, 'infinity', 0, now(), now() - interval '1 minute')", (ep,)
         )
-        planted = enqueue(conn, "m9")
+        job = enqueue(conn, ep)
     finally:
         conn.execute("ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_insert_trg")
+    assert stranded(conn) == 1
+    return job
+
+
+def test_a_verifying_raise_repairs_a_mark_above_a_queued_job_with_a_warning(conn: psycopg.Connection) -> None:
+    planted = planted_below_the_mark(conn, "m9")
     warnings: list[str] = []
     conn.add_notice_handler(lambda d: warnings.append(d.message_primary or ""))
-    assert stranded(conn) == 1
     assert raise_mark(conn, "m9")
     assert stranded(conn) == 0
     assert any(f"queued job {planted} of m9 was below the claim mark" in w for w in warnings), warnings
+
+
+def test_claims_that_take_nothing_still_verify_the_mark(conn: psycopg.Connection) -> None:
+    """A job below the mark is passed over by every claim, so claims that take nothing must
+    verify the mark too (every 30 s), or the only due job would wait forever."""
+    planted = planted_below_the_mark(conn, "m10")
+    worker = register(conn, "w", ["m10"])
+    assert claim_ids(conn, worker, "m10", 1) == [], "the claim walked below the mark"
+    assert claim_ids(conn, worker, "m10", 1) == [planted], "the empty claim's verification lowered the mark"

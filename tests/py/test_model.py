@@ -434,7 +434,7 @@ class QueueModel(RuleBasedStateMachine):
         # DELETE rather than TRUNCATE: the same empty tables in 1 ms instead of 70 (hypothesis
         # runs thousands of examples while it shrinks a failure).
         with self.admin.transaction():
-            for table in ("_jobs", "_outcomes", "_workers", "_queues", "_marks"):
+            for table in ("_jobs", "_outcomes", "_workers", "_queues", "_marks", "_mark_lows"):
                 self.admin.execute(f"DELETE FROM pgq.{table}")
             self.admin.execute("SELECT setval(pg_get_serial_sequence('pgq._jobs', 'id'), 1, false)")
         # The backoff's jitter is random(): seed every session, so that hypothesis replays an
@@ -941,14 +941,12 @@ class QueueModel(RuleBasedStateMachine):
         if key_concurrency is not None:
             queue.key_concurrency = key_concurrency or None
 
-    @rule(ep=ENTRYPOINT, void=st.booleans())
-    def raise_mark(self, ep: str, void: bool) -> None:
+    @rule(ep=ENTRYPOINT)
+    def raise_mark(self, ep: str) -> None:
         """The claim's low-water mark moves up to the first queued job (claims move it every
-        0.2 s of real time; this makes it happen between any two steps), after a void of every
-        mark or not. Neither may change what a claim returns: the invariant below checks that
-        no queued job is left below a mark in force."""
-        if void:
-            self.admin.execute("SELECT nextval('pgq._mark_voids')")
+        0.2 s of real time; this makes it happen between any two steps). It may not change
+        what a claim returns: the invariant below checks that no queued job is left below
+        the mark and its lows."""
         _, rows = self.call(self.admin, "SELECT pgq._raise_mark(%s)", (ep,))
         assert rows[0][0] is True
 
@@ -1000,8 +998,8 @@ class QueueModel(RuleBasedStateMachine):
             workers = self.admin.execute(
                 "SELECT id, state, heartbeat_at, stopped_at, jobs_held FROM pgq.workers"
             ).fetchall()
-            # The claim mark's invariant (pgq._raise_mark): no queued job sorts before a mark in
-            # force, or claims would pass it over.
+            # The claim mark's invariant (pgq._raise_mark): no queued job sorts before its
+            # entrypoint's mark and all of its lows, or claims would pass it over.
             below_mark = self.admin.execute(BELOW_MARK).fetchone()[0]
         assert below_mark is None, f"queued jobs below the claim mark: {below_mark}"
 

@@ -1,10 +1,11 @@
 -- The claim's low-water mark (pgq._marks, pgq._raise_mark, pgq._lower_mark): every path
--- that makes a job queued keeps the mark at or below it; claims start at the mark in force
--- and from the front once it is voided; a raise moves it to the first queued job (trailing
--- by a second), and a verifying raise repairs a mark found above a queued job.
+-- that makes a job queued keeps the mark at or below it; claims start at the lesser of the
+-- mark and its lows (pgq._mark_lows), from the front without a mark; a raise moves it to
+-- the first queued job (trailing by a second) and takes in the lows, and a verifying raise
+-- repairs a mark found above a queued job.
 -- Races between writers and raises: tests/py/test_claim_marks.py.
 BEGIN;
-SELECT plan(54);
+SELECT plan(57);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
@@ -13,23 +14,28 @@ LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1
 -- has none queued (else it would break the invariant these tests check).
 CREATE FUNCTION pg_temp.mark_ahead(ep text) RETURNS void
 LANGUAGE sql AS $$
-    INSERT INTO pgq._marks AS m (entrypoint, neg_priority, run_at, id, epoch, raised_at, verified_at)
-    VALUES (ep, 0, 'infinity', 0, pgq._mark_epoch(), clock_timestamp(), clock_timestamp())
+    INSERT INTO pgq._marks AS m (entrypoint, neg_priority, run_at, id, raised_at, verified_at)
+    VALUES (ep, 0, 'infinity', 0, clock_timestamp(), clock_timestamp())
     ON CONFLICT (entrypoint) DO UPDATE
-    SET neg_priority = 0, run_at = 'infinity', id = 0, epoch = excluded.epoch,
-        raised_at = excluded.raised_at, verified_at = excluded.verified_at
+    SET neg_priority = 0, run_at = 'infinity', id = 0, raised_at = excluded.raised_at,
+        verified_at = excluded.verified_at
 $$;
--- Queued jobs that sort before their entrypoint's mark in force: the invariant says none.
+-- Queued jobs that sort before their entrypoint's mark and all of its lows: the invariant
+-- says none.
 CREATE FUNCTION pg_temp.stranded() RETURNS bigint
 LANGUAGE sql AS $$
     SELECT count(*) FROM pgq._jobs AS j
-    JOIN pgq._marks AS m ON m.entrypoint = j.entrypoint AND m.epoch = pgq._mark_epoch()
-    WHERE j.status = 'queued' AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)
+    INNER JOIN pgq._marks AS m ON j.entrypoint = m.entrypoint
+    WHERE
+        j.status = 'queued' AND ROW(-j.priority::bigint, j.run_at, j.id) < ROW(m.neg_priority, m.run_at, m.id)
+        AND NOT EXISTS (
+            SELECT 1 FROM pgq._mark_lows AS l
+            WHERE l.entrypoint = j.entrypoint AND ROW(l.neg_priority, l.run_at, l.id) <= ROW(-j.priority::bigint, j.run_at, j.id)
+        )
 $$;
 CREATE FUNCTION pg_temp.mark_of(ep text) RETURNS text
 LANGUAGE sql AS $$
-    SELECT CASE WHEN m.epoch = pgq._mark_epoch() THEN format('%s/%s', m.neg_priority, m.id) ELSE 'void' END
-    FROM pgq._marks AS m WHERE m.entrypoint = ep
+    SELECT format('%s/%s', m.neg_priority, m.id) FROM pgq._marks AS m WHERE m.entrypoint = ep
 $$;
 
 SELECT pgq.register_worker('w', string_to_array('p1 p2 p3 p4 p5 p6 p7 p8 p9 p10 p11 p12 r v', ' ')) AS w \gset
@@ -141,15 +147,25 @@ SELECT is(pg_temp.mark_of('p11'), format('-7/%s', pg_temp.jid('p11')), 'a higher
 -- Claims and raises -------------------------------------------------------------------------
 
 -- 15. The claim starts at the mark: a job below it (planted with the triggers off) is not
--- claimed while the mark is in force, and is once the mark is voided.
+-- claimed; a low at the job (what a producer records when it cannot lower the mark) lets
+-- the claim start there, and the next raise takes the low in.
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg;
 SELECT pg_temp.mark_ahead('v');
 INSERT INTO t_job VALUES ('v', pgq.enqueue('v', '{}'));
 ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_insert_trg;
-SELECT is((SELECT count(*) FROM pgq.claim(:'w', ARRAY['v'])), 0::bigint, 'the claim does not walk below a mark in force');
-SELECT nextval('pgq._mark_voids');
-SELECT is(pg_temp.mark_of('v'), 'void', 'a void takes every mark out of force');
-SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['v']) AS c), pg_temp.jid('v'), 'a voided mark: the claim walks from the front');
+SELECT is((SELECT count(*) FROM pgq.claim(:'w', ARRAY['v'])), 0::bigint, 'the claim does not walk below the mark');
+INSERT INTO pgq._mark_lows (entrypoint, neg_priority, run_at, id)
+SELECT
+    j.entrypoint,
+    -j.priority AS neg_priority,
+    j.run_at,
+    j.id
+FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('v');
+SELECT is(pg_temp.stranded(), 0::bigint, 'a low covers the job');
+SELECT ok(pgq._raise_mark('v'), 'raised');
+SELECT is((SELECT count(*) FROM pgq._mark_lows AS l WHERE l.entrypoint = 'v'), 0::bigint, 'the raise took the low in');
+SELECT is(pg_temp.stranded(), 0::bigint, 'the mark is at or below the job');
+SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['v']) AS c), pg_temp.jid('v'), 'the job is claimed');
 
 -- 16. A raise moves the mark to the first queued job, or to a second ago when that job is
 -- more recent (producers whose transactions overlap land above it).
@@ -159,17 +175,22 @@ INSERT INTO t_job VALUES ('r-new', pgq.enqueue('r', '{}'));
 SELECT ok(pgq._raise_mark('r'), 'raised');
 SELECT is(pg_temp.mark_of('r'), format('0/%s', pg_temp.jid('r-old')), 'the mark is the first queued job');
 SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['r']) AS c), pg_temp.jid('r-old'), 'r-old claimed');
+-- r-new as recent as the clock (this transaction's now() may be more than a second old).
+UPDATE pgq._jobs SET run_at = clock_timestamp() WHERE id = pg_temp.jid('r-new');
 SELECT ok(pgq._raise_mark('r'), 'raised again');
 SELECT ok(
     (
-        SELECT m.id = 0 AND m.run_at <= clock_timestamp() - interval '1 second' AND m.run_at > now() - interval '1 minute'
+        SELECT
+            m.id = 0
+            AND m.run_at <= clock_timestamp() - interval '1 second'
+            AND m.run_at > clock_timestamp() - interval '1 minute'
         FROM pgq._marks AS m WHERE m.entrypoint = 'r'
     ),
     'a recent first job: the mark trails by a second'
 );
 SELECT is(pg_temp.stranded(), 0::bigint, 'raises: nothing stranded');
 
--- 17. A verifying raise (every 10 s) walks from the front: a queued job below a mark in force
+-- 17. A verifying raise (every 30 s) walks from the front: a queued job below a mark in force
 -- (which no writer leaves; planted here with the triggers off) lowers the mark, with a warning.
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg;
 SELECT pg_temp.mark_ahead('p12');
@@ -180,7 +201,7 @@ ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_update_trg;
 ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_insert_trg;
 SELECT ok(pgq._raise_mark('p12'), 'a raise from the mark');
 SELECT is(pg_temp.stranded(), 1::bigint, 'a raise from the mark does not look below it');
-UPDATE pgq._marks SET verified_at = verified_at - interval '11 seconds' WHERE entrypoint = 'p12';
+UPDATE pgq._marks SET verified_at = verified_at - interval '31 seconds' WHERE entrypoint = 'p12';
 SET client_min_messages = error;  -- the raise's WARNING (asserted in tests/py/test_claim_marks.py)
 SELECT ok(pgq._raise_mark('p12'), 'a verifying raise');
 RESET client_min_messages;

@@ -2,10 +2,6 @@
 -- pgq.queues_exact_limit, estimated above it (approximate); a low limit keeps the test small.
 BEGIN;
 SELECT plan(21);
--- The estimates read the statistics in pg_class, which a concurrent autovacuum of pgq._jobs
--- (due after the bulk rows other test files rolled back) would rewrite in place, unseen by
--- this transaction's snapshot: keep autovacuum off the table until the end.
-LOCK TABLE pgq._jobs IN SHARE UPDATE EXCLUSIVE MODE;
 
 -- Fixture, written straight into the table: qa has due jobs at two priorities (3 at
 -- priority 1, 2 at priority 0, the oldest of them at priority 0) and 2 scheduled; qb one
