@@ -45,6 +45,8 @@ BEGIN
         REFERENCING NEW TABLE AS new_jobs
         FOR EACH STATEMENT
         EXECUTE FUNCTION pgq._marks_inserted();
+        -- Also with session_replication_role = replica (replication, some bulk loaders).
+        ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_insert_trg;
     END IF;
     IF NOT EXISTS (
         SELECT 1 FROM pg_catalog.pg_trigger AS t
@@ -53,9 +55,13 @@ BEGIN
         CREATE TRIGGER _jobs_marks_update_trg AFTER UPDATE ON pgq._jobs
         FOR EACH ROW WHEN (
             new.status = 'queued'
-            AND (old.status <> 'queued' OR new.priority > old.priority OR new.run_at < old.run_at)
+            AND (
+                old.status <> 'queued' OR new.priority > old.priority OR new.run_at < old.run_at
+                OR new.entrypoint <> old.entrypoint
+            )
         )
         EXECUTE FUNCTION pgq._marks_updated();
+        ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_update_trg;
     END IF;
 END
 $$;

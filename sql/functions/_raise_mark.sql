@@ -10,9 +10,6 @@
 -- snapshot taken after the lock (READ COMMITTED only), from the lesser of the mark and the
 -- lows it sees, and deletes just those lows: a low it cannot see yet is left for claims
 -- and the next raise.
--- Every 30 s the search starts at the front instead (a verification): a queued job found
--- below the mark and the lows would be a defect of this protocol, reported as a WARNING
--- and repaired by the new mark. pgq.claim runs it even when it claims nothing.
 -- The mark trails the present by a second within its priority, so that producers whose
 -- transactions overlap (a job's run_at defaults to its transaction's start) land above it
 -- rather than lower it; claims walk that second's entries. With no queued job, the mark
@@ -45,9 +42,9 @@ BEGIN
        OR NOT pg_try_advisory_xact_lock(7366514, hashtext(_raise_mark.entrypoint)) THEN
         RETURN FALSE;
     END IF;
-    SELECT m.neg_priority, m.run_at, m.id, m.verified_at INTO v_mark
+    SELECT m.neg_priority, m.run_at, m.id INTO v_mark
     FROM pgq._marks AS m WHERE m.entrypoint = _raise_mark.entrypoint;
-    v_full := NOT FOUND OR v_mark.verified_at < clock_timestamp() - interval '30 seconds';
+    v_full := NOT FOUND;
     SELECT array_agg(l.ctid) INTO v_seen FROM pgq._mark_lows AS l WHERE l.entrypoint = _raise_mark.entrypoint;
     SELECT l.neg_priority, l.run_at, l.id INTO v_low
     FROM pgq._mark_lows AS l WHERE l.ctid = ANY (v_seen)
@@ -83,10 +80,6 @@ BEGIN
       AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(v_from_np, v_from_run, v_from_id)
     ORDER BY -j.priority::bigint, j.run_at, j.id
     LIMIT 1;
-    IF v_first.id IS NOT NULL AND ROW(v_first.neg_priority, v_first.run_at, v_first.id) < ROW(v_np, v_run, v_id) THEN
-        RAISE WARNING 'pgq: queued job % of % was below the claim mark; the mark is lowered to it',
-            v_first.id, _raise_mark.entrypoint;
-    END IF;
     v_level := coalesce(v_first.neg_priority, v_mark.neg_priority, 0);
     IF v_first.id IS NOT NULL AND ROW(v_first.neg_priority, v_first.run_at, v_first.id)
                                   <= ROW(v_level, v_trail, 0::bigint) THEN
@@ -102,9 +95,8 @@ BEGIN
     VALUES (_raise_mark.entrypoint, v_np, v_run, v_id, clock_timestamp(), clock_timestamp())
     ON CONFLICT ON CONSTRAINT _marks_pkey DO UPDATE
     SET neg_priority = excluded.neg_priority, run_at = excluded.run_at, id = excluded.id,
-        raised_at = excluded.raised_at,
-        verified_at = CASE WHEN v_full THEN excluded.verified_at ELSE m.verified_at END;
-    DELETE FROM pgq._mark_lows AS l WHERE l.ctid = ANY (v_seen);
+        raised_at = excluded.raised_at;
+    DELETE FROM pgq._mark_lows AS l WHERE l.ctid = ANY (v_seen) AND l.entrypoint = _raise_mark.entrypoint;
     RETURN TRUE;
 END
 $$;

@@ -305,22 +305,23 @@ BEGIN
         ORDER BY k.priority DESC, k.run_at, k.id;
     END IF;
 
-    -- The claim marks (pgq._raise_mark; the mark lock a raise takes is held until this
-    -- transaction ends): after a claim that took jobs, move them past what was claimed, at
-    -- most every 0.2 s per entrypoint; and every 30 s in any case, to verify them, so that
-    -- a job a defect left below its mark is found even when it is the only one due (claims
-    -- then take nothing).
+    -- The claim marks: after a claim that took jobs, move them past what was claimed
+    -- (pgq._raise_mark, at most every 0.2 s per entrypoint; the mark lock it takes is held
+    -- until this transaction ends); and every 30 s, whether it took jobs or not, check
+    -- that no queued job was left below them (pgq._verify_mark, lock-free).
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
     IF current_setting('transaction_isolation') = 'read committed' THEN
-        PERFORM pgq._raise_mark(e.ep)
-        FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
-        LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
-        LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-        WHERE e.ep <> ALL (v_keyed) AND NOT coalesce(q.paused, FALSE)
-          AND (
-              (v_claimed > 0 AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds'))
-              OR m.verified_at < clock_timestamp() - interval '30 seconds'
-          );
+        PERFORM pgq._verify_mark(m.entrypoint)
+        FROM pgq._marks AS m
+        WHERE m.entrypoint = ANY (entrypoints) AND m.verified_at < clock_timestamp() - interval '30 seconds';
+        IF v_claimed > 0 THEN
+            PERFORM pgq._raise_mark(e.ep)
+            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
+            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+            WHERE e.ep <> ALL (v_keyed) AND NOT coalesce(q.paused, FALSE)
+              AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds');
+        END IF;
     END IF;
 END
 $$;

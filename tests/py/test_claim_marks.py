@@ -181,17 +181,33 @@ def test_a_raise_in_a_long_transaction_is_not_waited_for(
 def test_a_repeatable_read_producer_records_a_low(
     conn: psycopg.Connection, other: psycopg.Connection
 ) -> None:
+    """Its snapshot may predate the last raise, so it cannot tell where the mark is: it
+    records a low, which needs no lock (it keeps no raise out, waits for none)."""
     first = backdated(conn, "m5", 3)[0]
     other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
     other.execute("SELECT 1")  # its snapshot predates the raise below
     assert raise_mark(conn, "m5")
     assert mark(conn, "m5") == (0, first)
     urgent = enqueue(other, "m5", priority=5)  # it would read no mark, or an old one
+    held = other.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+    ).fetchone()[0]
+    assert held == 0, "a REPEATABLE READ producer took the mark lock"
+    assert raise_mark(conn, "m5"), "a raise ran while the producer was open"
     other.execute("COMMIT")
     assert lows(conn, "m5") == [urgent]
     assert stranded(conn) == 0
     worker = register(conn, "w", ["m5"])
     assert claim_ids(conn, worker, "m5", 2) == [urgent, first]
+
+
+def test_keyed_entrypoints_take_no_lows(conn: psycopg.Connection, other: psycopg.Connection) -> None:
+    """Their claims do not use the mark, so nothing would ever take the lows in."""
+    conn.execute("SELECT pgq.enqueue('m11', '{}', concurrency_key => 'k')")  # the entrypoint is keyed now
+    other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    other.execute("SELECT pgq.enqueue('m11', '{}', concurrency_key => 'k2')")
+    other.execute("COMMIT")
+    assert lows(conn, "m11") == []
 
 
 def test_producers_below_the_mark_do_not_wait_for_each_other(
@@ -267,12 +283,13 @@ def planted_below_the_mark(conn: psycopg.Connection, ep: str) -> int:
     return job
 
 
-def test_a_verifying_raise_repairs_a_mark_above_a_queued_job_with_a_warning(conn: psycopg.Connection) -> None:
+def test_a_verification_repairs_a_job_below_the_mark_with_a_warning(conn: psycopg.Connection) -> None:
     planted = planted_below_the_mark(conn, "m9")
     warnings: list[str] = []
     conn.add_notice_handler(lambda d: warnings.append(d.message_primary or ""))
-    assert raise_mark(conn, "m9")
+    conn.execute("SELECT pgq._verify_mark('m9')")
     assert stranded(conn) == 0
+    assert lows(conn, "m9") == [planted]
     assert any(f"queued job {planted} of m9 was below the claim mark" in w for w in warnings), warnings
 
 

@@ -5,7 +5,7 @@
 -- repairs a mark found above a queued job.
 -- Races between writers and raises: tests/py/test_claim_marks.py.
 BEGIN;
-SELECT plan(57);
+SELECT plan(58);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
@@ -152,7 +152,7 @@ SELECT is(pg_temp.mark_of('p11'), format('-7/%s', pg_temp.jid('p11')), 'a higher
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg;
 SELECT pg_temp.mark_ahead('v');
 INSERT INTO t_job VALUES ('v', pgq.enqueue('v', '{}'));
-ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_insert_trg;
+ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_insert_trg;
 SELECT is((SELECT count(*) FROM pgq.claim(:'w', ARRAY['v'])), 0::bigint, 'the claim does not walk below the mark');
 INSERT INTO pgq._mark_lows (entrypoint, neg_priority, run_at, id)
 SELECT
@@ -190,22 +190,27 @@ SELECT ok(
 );
 SELECT is(pg_temp.stranded(), 0::bigint, 'raises: nothing stranded');
 
--- 17. A verifying raise (every 30 s) walks from the front: a queued job below a mark in force
--- (which no writer leaves; planted here with the triggers off) lowers the mark, with a warning.
+-- 17. A verification (pgq.claim runs it every 30 s) walks from the front: a queued job below
+-- the mark and its lows (which no producer leaves; planted here with the triggers off) gets
+-- a low, with a warning.
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_insert_trg;
 SELECT pg_temp.mark_ahead('p12');
 INSERT INTO t_job VALUES ('p12', pgq.enqueue('p12', '{}'));
 ALTER TABLE pgq._jobs DISABLE TRIGGER _jobs_marks_update_trg;
 UPDATE pgq._jobs SET run_at = run_at - interval '1 hour' WHERE id = pg_temp.jid('p12');
-ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_update_trg;
-ALTER TABLE pgq._jobs ENABLE TRIGGER _jobs_marks_insert_trg;
+ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_update_trg;
+ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_insert_trg;
 SELECT ok(pgq._raise_mark('p12'), 'a raise from the mark');
 SELECT is(pg_temp.stranded(), 1::bigint, 'a raise from the mark does not look below it');
-UPDATE pgq._marks SET verified_at = verified_at - interval '31 seconds' WHERE entrypoint = 'p12';
-SET client_min_messages = error;  -- the raise's WARNING (asserted in tests/py/test_claim_marks.py)
-SELECT ok(pgq._raise_mark('p12'), 'a verifying raise');
+SET client_min_messages = error;  -- the WARNING (asserted in tests/py/test_claim_marks.py)
+SELECT lives_ok($$SELECT pgq._verify_mark('p12')$$, 'a verification');
 RESET client_min_messages;
-SELECT is(pg_temp.mark_of('p12'), format('0/%s', pg_temp.jid('p12')), 'the verifying raise lowered the mark to the job');
+SELECT is(pg_temp.stranded(), 0::bigint, 'the verification repaired it');
+SELECT is(
+    (SELECT array_agg(l.id) FROM pgq._mark_lows AS l WHERE l.entrypoint = 'p12'),
+    ARRAY[pg_temp.jid('p12')],
+    'with a low at the job'
+);
 
 SELECT * FROM finish();
 ROLLBACK;
