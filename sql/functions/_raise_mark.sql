@@ -27,13 +27,9 @@ DECLARE
     v_mark record;
     v_low record;
     v_seen tid[];
-    v_full boolean;
     v_np bigint;
     v_run timestamptz;
     v_id bigint;
-    v_from_np bigint;
-    v_from_run timestamptz;
-    v_from_id bigint;
     v_first record;
     v_level bigint;
     v_trail timestamptz := clock_timestamp() - interval '1 second';
@@ -44,7 +40,6 @@ BEGIN
     END IF;
     SELECT m.neg_priority, m.run_at, m.id INTO v_mark
     FROM pgq._marks AS m WHERE m.entrypoint = _raise_mark.entrypoint;
-    v_full := NOT FOUND;
     SELECT array_agg(l.ctid) INTO v_seen FROM pgq._mark_lows AS l WHERE l.entrypoint = _raise_mark.entrypoint;
     SELECT l.neg_priority, l.run_at, l.id INTO v_low
     FROM pgq._mark_lows AS l WHERE l.ctid = ANY (v_seen)
@@ -65,19 +60,10 @@ BEGIN
         v_run := v_mark.run_at;
         v_id := v_mark.id;
     END IF;
-    IF v_full THEN
-        v_from_np := -2147483648;
-        v_from_run := '-infinity';
-        v_from_id := 0;
-    ELSE
-        v_from_np := v_np;
-        v_from_run := v_run;
-        v_from_id := v_id;
-    END IF;
     SELECT -j.priority::bigint AS neg_priority, j.run_at, j.id INTO v_first
     FROM pgq._jobs AS j
     WHERE j.entrypoint = _raise_mark.entrypoint AND j.status = 'queued'
-      AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(v_from_np, v_from_run, v_from_id)
+      AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(v_np, v_run, v_id)
     ORDER BY -j.priority::bigint, j.run_at, j.id
     LIMIT 1;
     v_level := coalesce(v_first.neg_priority, v_mark.neg_priority, 0);
