@@ -63,6 +63,8 @@ DECLARE
     v_keyed_ids bigint[] := '{}';
     v_ids bigint[];
     v_claimed bigint;
+    v_verify text[];
+    v_raise text[];
 BEGIN
     PERFORM pgq._check_worker_role(worker_id);
     IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
@@ -311,16 +313,22 @@ BEGIN
     -- that no queued job was left below them (pgq._verify_mark, lock-free).
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
     IF current_setting('transaction_isolation') = 'read committed' THEN
-        PERFORM pgq._verify_mark(m.entrypoint)
-        FROM pgq._marks AS m
-        WHERE m.entrypoint = ANY (entrypoints) AND m.verified_at < clock_timestamp() - interval '30 seconds';
-        IF v_claimed > 0 THEN
-            PERFORM pgq._raise_mark(e.ep)
-            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
-            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
-            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-            WHERE e.ep <> ALL (v_keyed) AND NOT coalesce(q.paused, FALSE)
-              AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds');
+        -- One statement decides both, so that a claim with nothing due pays for one.
+        SELECT
+            array_agg(e.ep) FILTER (WHERE m.verified_at < clock_timestamp() - interval '30 seconds'),
+            array_agg(e.ep) FILTER (
+                WHERE v_claimed > 0 AND e.ep <> ALL (v_keyed) AND NOT coalesce(q.paused, FALSE)
+                  AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds')
+            )
+        INTO v_verify, v_raise
+        FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
+        LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
+        LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep;
+        IF v_verify IS NOT NULL THEN
+            PERFORM pgq._verify_mark(u.ep) FROM unnest(v_verify) AS u (ep);
+        END IF;
+        IF v_raise IS NOT NULL THEN
+            PERFORM pgq._raise_mark(u.ep) FROM unnest(v_raise) AS u (ep) ORDER BY u.ep;
         END IF;
     END IF;
 END
