@@ -16,6 +16,9 @@
 -- a time, in claim order (per-key FIFO; a failed job waits for its retry, and the key's next
 -- job may run meanwhile). The work grows with the number of keys that have queued jobs.
 -- Entrypoints without keyed jobs take none of this.
+-- The scan of an entrypoint's queued jobs starts at its low-water mark, not at its front:
+-- a long transaction keeps the index entries of every job claimed since its snapshot, and
+-- the mark skips them. Claims move the mark along and check it (docs/held-snapshot.md).
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
 --   worker registered); batch_size (1 to 10000, default 1).
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
