@@ -203,9 +203,14 @@ class QueueModel(RuleBasedStateMachine):
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def call(self, conn: psycopg.Connection, query: str, params: Any = ()) -> tuple[int, list[tuple]]:
-        """Run one API call in its own transaction; returns (virtual now, rows)."""
+    def call(
+        self, conn: psycopg.Connection, query: str, params: Any = (), isolation: str | None = None
+    ) -> tuple[int, list[tuple]]:
+        """Run one API call in its own transaction (READ COMMITTED unless `isolation`);
+        returns (virtual now, rows)."""
         with conn.transaction():
+            if isolation:
+                conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
             now = conn.execute("SELECT now()").fetchone()[0]
             rows = conn.execute(query, params).fetchall()
         return micros(now) + self.shift, rows
@@ -455,6 +460,7 @@ class QueueModel(RuleBasedStateMachine):
         key=KEY,
         max_attempts=MAX_ATTEMPTS,
         ckey=CKEY,
+        repeatable_read=st.booleans(),
     )
     def enqueue(
         self,
@@ -464,12 +470,16 @@ class QueueModel(RuleBasedStateMachine):
         key: str | None,
         max_attempts: int | None,
         ckey: str | None = None,
+        repeatable_read: bool = False,
     ) -> None:
+        """A producer in REPEATABLE READ cannot trust its snapshot to show the claim mark: it
+        records a low instead of lowering the mark (pgq._lower_mark); nothing else differs."""
         now, rows = self.call(
             self.admin,
             "SELECT pgq.enqueue(%s, '{}'::jsonb, priority => %s, run_at => now() + %s::interval,"
             " dedupe_key => %s, max_attempts => %s, concurrency_key => %s)",
             (ep, priority, seconds(offset), key, max_attempts, ckey),
+            "REPEATABLE READ" if repeatable_read else None,
         )
         job_id = rows[0][0]
         # A live job (not dead) with the same dedupe_key is not duplicated: its id comes back.
