@@ -27,7 +27,10 @@ BEGIN
         LIMIT 1
     ) AS f
     INNER JOIN pgq._marks AS m ON m.entrypoint = _verify_mark.entrypoint
+    -- A keyed entrypoint's claims ignore the mark (one left from before it became keyed).
+    LEFT JOIN pgq._queues AS q ON q.entrypoint = _verify_mark.entrypoint
     WHERE ROW(f.neg_priority, f.run_at, f.id) < ROW(m.neg_priority, m.run_at, m.id)
+      AND NOT coalesce(q.keyed, FALSE)
       AND NOT EXISTS (
           SELECT 1 FROM pgq._mark_lows AS l
           WHERE l.entrypoint = _verify_mark.entrypoint

@@ -318,7 +318,9 @@ BEGIN
     IF current_setting('transaction_isolation') = 'read committed' THEN
         -- One statement decides both, so that a claim with nothing due pays for one.
         SELECT
-            array_agg(e.ep) FILTER (WHERE m.verified_at < clock_timestamp() - interval '30 seconds'),
+            array_agg(e.ep) FILTER (
+                WHERE m.verified_at < clock_timestamp() - interval '30 seconds' AND NOT coalesce(q.keyed, FALSE)
+            ),
             array_agg(e.ep) FILTER (
                 WHERE v_claimed > 0 AND e.ep <> ALL (v_keyed) AND NOT coalesce(q.paused, FALSE)
                   AND (m.raised_at IS NULL OR m.raised_at < clock_timestamp() - interval '0.2 seconds')

@@ -210,6 +210,27 @@ def test_keyed_entrypoints_take_no_lows(conn: psycopg.Connection, other: psycopg
     assert lows(conn, "m11") == []
 
 
+def test_an_entrypoint_that_became_keyed_ignores_its_old_mark(
+    conn: psycopg.Connection, other: psycopg.Connection
+) -> None:
+    """Found by the model test: a mark raised before the entrypoint's first keyed job stays,
+    and a REPEATABLE READ producer then records no low. Keyed claims ignore the mark, so the
+    job is claimed; the verification must not call it a defect."""
+    first = backdated(conn, "m12", 1)[0]
+    assert raise_mark(conn, "m12")
+    conn.execute("SELECT pgq.enqueue('m12', '{}', concurrency_key => 'k')")  # keyed from now on
+    other.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    urgent = enqueue(other, "m12", priority=5)
+    other.execute("COMMIT")
+    assert lows(conn, "m12") == []
+    warnings: list[str] = []
+    conn.add_notice_handler(lambda d: warnings.append(d.message_primary or ""))
+    conn.execute("SELECT pgq._verify_mark('m12')")
+    assert warnings == []
+    worker = register(conn, "w", ["m12"])
+    assert claim_ids(conn, worker, "m12", 2)[:2] == [urgent, first]
+
+
 def test_producers_below_the_mark_do_not_wait_for_each_other(
     conn: psycopg.Connection, other: psycopg.Connection
 ) -> None:
