@@ -39,6 +39,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import tracing
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
+from ._wire import JsonbLoader
 from .dsn import resolve_dsn
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
 from .job import _CLAIM_FIELDS, Job, JobCancelled, Snooze
@@ -73,6 +74,10 @@ def _array(numbers: list[int]) -> str:
     """A PostgreSQL array literal of integers: for batches of ids, several times cheaper
     than letting psycopg adapt a list element by element (the server casts it)."""
     return "{" + ",".join(map(str, numbers)) + "}"
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    conn.adapters.register_loader("jsonb", JsonbLoader)
 
 
 class _Fenced(Exception):
@@ -231,7 +236,9 @@ class Worker:
         # No server-side prepared statements: they break behind PgBouncer in transaction
         # mode, and every statement here is a call of a function whose plans are cached.
         conn_kwargs = {"autocommit": True, "prepare_threshold": None}
-        self._pool = AsyncConnectionPool(dsn, min_size=2, max_size=4, open=False, kwargs=conn_kwargs)
+        self._pool = AsyncConnectionPool(
+            dsn, min_size=2, max_size=4, open=False, kwargs=conn_kwargs, configure=_configure
+        )
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgq-handler")
         self._sync_pool: ConnectionPool | None = None
         if any(h.transactional for h in self._handlers.values()):
@@ -298,10 +305,10 @@ class Worker:
         self, query: str, params: tuple[Any, ...] = (), *, wait: float | None = None, tuples: bool = False
     ) -> list[Any]:
         """One statement on a pooled connection; `wait` bounds the wait for a connection.
-        Rows are dicts, or plain tuples (cheaper) when `tuples`."""
+        Rows are dicts, or plain tuples in binary format (cheaper: claims) when `tuples`."""
         try:
             async with self._pool.connection(timeout=wait) as conn:
-                cur = conn.cursor() if tuples else conn.cursor(row_factory=dict_row)
+                cur = conn.cursor(binary=True) if tuples else conn.cursor(row_factory=dict_row)
                 await cur.execute(query, params)
                 return await cur.fetchall() if cur.description else []
         except psycopg.Error as exc:

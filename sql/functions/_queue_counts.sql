@@ -72,7 +72,8 @@ BEGIN
 
     -- The (entrypoint, priority) pairs of queued jobs with the run_at of each pair's first
     -- (oldest) job: a loose index scan of the claim index in its order, one descent per
-    -- pair (the next priority of the same entrypoint, else the next entrypoint).
+    -- pair (a row comparison on the index's first two columns: the next priority of the
+    -- same entrypoint, else the next entrypoint).
     SELECT coalesce(array_agg(t.ep), '{}'), coalesce(array_agg(t.pr), '{}'), coalesce(array_agg(t.first), '{}')
     INTO v_pair_ep, v_pair_pr, v_pair_first
     FROM (
@@ -85,20 +86,9 @@ BEGIN
             SELECT n.ep, n.pr, n.first
             FROM t
             CROSS JOIN LATERAL (
-                SELECT c.ep, c.pr, c.first FROM (
-                    (
-                        SELECT j.entrypoint AS ep, j.priority AS pr, j.run_at AS first FROM pgq._jobs AS j
-                        WHERE j.status = 'queued' AND j.entrypoint = t.ep AND -j.priority::bigint > -t.pr::bigint
-                        ORDER BY -j.priority::bigint, j.run_at LIMIT 1
-                    )
-                    UNION ALL
-                    (
-                        SELECT j.entrypoint, j.priority, j.run_at FROM pgq._jobs AS j
-                        WHERE j.status = 'queued' AND j.entrypoint > t.ep
-                        ORDER BY j.entrypoint, -j.priority::bigint, j.run_at LIMIT 1
-                    )
-                ) AS c
-                LIMIT 1
+                SELECT j.entrypoint AS ep, j.priority AS pr, j.run_at AS first FROM pgq._jobs AS j
+                WHERE j.status = 'queued' AND ROW(j.entrypoint, -j.priority::bigint) > ROW(t.ep, -t.pr::bigint)
+                ORDER BY j.entrypoint, -j.priority::bigint, j.run_at LIMIT 1
             ) AS n
         )
         SELECT t.ep, t.pr, t.first FROM t

@@ -1,0 +1,88 @@
+"""The worker reads its claims in binary format, with its own jsonb loader (pgq._wire): the
+Job a handler gets must hold exactly what a text-format read of the same job gives."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+import pgq
+from pgq.testing import drain
+
+PAYLOADS = [
+    {"a": [1, 2.5, None, True, False], "nested": {"deep": {"er": []}}},
+    {"text": 'caf\u00e9 \u2603 \U0001f600 "quoted" \\ back\nline\ttab \u0001', "": ""},
+    {"big": 123456789012345678901234567890, "neg": -9223372036854775809, "tiny": 1e-300},
+    {"float": 1.5e300, "exp": 2.5e-7, "zero": 0, "minus_zero": -0.0},
+    "just a string",
+    [1, "two", {"three": 3}],
+    12345678901234567890,
+    None,  # no payload (SQL NULL)
+    {},
+]
+
+
+@pytest.mark.parametrize("concurrency_key", [None, "key-1"])
+def test_a_handler_gets_what_a_text_read_of_the_job_gives(dsn: str, concurrency_key: str | None) -> None:
+    ep = f"wire_{concurrency_key or 'plain'}".replace("-", "_")
+    with pgq.Client(dsn) as client:
+        ids = [
+            client.enqueue(
+                ep,
+                payload,
+                priority=i,
+                headers={"trace": f"t{i}", "n": i, "u": "\u00fc"},
+                max_attempts=3 if i % 2 else None,
+                concurrency_key=concurrency_key,
+            )
+            for i, payload in enumerate(PAYLOADS)
+        ]
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        # Another session time zone than the worker's default: timestamps must agree anyway.
+        conn.execute("SET TIME ZONE 'Asia/Kathmandu'")
+        text_rows = {
+            r["id"]: r
+            for r in conn.execute(
+                "SELECT j.id, j.payload::text AS payload, j.headers::text AS headers, j.priority, j.attempt,"
+                " j.enqueued_at, j.run_at, j.concurrency_key,"
+                " coalesce(j.max_attempts, s.max_attempts) AS max_attempts"  # the claim's: effective
+                " FROM pgq._jobs AS j, pgq.settings(entrypoints => ARRAY[%s]) AS s WHERE j.id = ANY(%s)",
+                (ep, ids),
+            )
+        }
+    seen: dict[int, pgq.Job] = {}
+    worker = pgq.Worker(dsn)
+
+    @worker.entrypoint(ep)
+    async def record(job: pgq.Job) -> None:
+        seen[job.id] = job
+
+    drain(worker, max_jobs=len(ids))
+    assert sorted(seen) == sorted(ids)
+    for job_id, job in seen.items():
+        row = text_rows[job_id]
+        want: dict[str, Any] = {
+            "payload": None if row["payload"] is None else json.loads(row["payload"]),
+            "headers": json.loads(row["headers"]),
+            "priority": row["priority"],
+            "attempt": row["attempt"],
+            "deliveries": 1,
+            "enqueued_at": row["enqueued_at"],
+            "run_at": row["run_at"],
+            "max_attempts": row["max_attempts"],
+            "concurrency_key": row["concurrency_key"],
+        }
+        got = {name: getattr(job, name) for name in want}
+        assert got == want, job_id
+        # Same types too: an int stays an int (not a float), a float a float.
+        assert json.dumps(got["payload"]) == json.dumps(want["payload"])
+        assert isinstance(job.enqueued_at, datetime) and job.enqueued_at.tzinfo is not None
+        assert isinstance(job.timeout, timedelta) and job.timeout > timedelta(0)
+        assert job.entrypoint == ep
+    # jsonb keeps integers exactly, however large.
+    assert seen[ids[2]].payload["big"] == 123456789012345678901234567890
