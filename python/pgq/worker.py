@@ -235,7 +235,9 @@ class Worker:
         self._poll = self.poll_interval
         # No server-side prepared statements: they break behind PgBouncer in transaction
         # mode, and every statement here is a call of a function whose plans are cached.
-        conn_kwargs = {"autocommit": True, "prepare_threshold": None}
+        # UTF-8 whatever the role, database or PGCLIENTENCODING say: jsonb arrives in the
+        # client encoding, and Python's JSON decoding (psycopg's, and _wire's) reads UTF-8.
+        conn_kwargs = {"autocommit": True, "prepare_threshold": None, "client_encoding": "utf8"}
         self._pool = AsyncConnectionPool(
             dsn, min_size=2, max_size=4, open=False, kwargs=conn_kwargs, configure=_configure
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 import pgq
@@ -31,6 +32,7 @@ PAYLOADS = [
 def test_a_handler_gets_what_a_text_read_of_the_job_gives(dsn: str, concurrency_key: str | None) -> None:
     ep = f"wire_{concurrency_key or 'plain'}".replace("-", "_")
     with pgq.Client(dsn) as client:
+        client.configure(ep, timeout="1 mon 2 days 03:04:05.5")  # a month counts 30 days
         ids = [
             client.enqueue(
                 ep,
@@ -42,9 +44,12 @@ def test_a_handler_gets_what_a_text_read_of_the_job_gives(dsn: str, concurrency_
             )
             for i, payload in enumerate(PAYLOADS)
         ]
+    # A session time zone 5:45 from UTC, for the worker and the text read alike.
+    dsn = make_conninfo(dsn, options="-c TimeZone=Asia/Kathmandu")
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
-        # Another session time zone than the worker's default: timestamps must agree anyway.
-        conn.execute("SET TIME ZONE 'Asia/Kathmandu'")
+        timeout = conn.execute(
+            "SELECT s.timeout FROM pgq.settings(entrypoints => ARRAY[%s]) AS s", (ep,)
+        ).fetchone()["timeout"]
         text_rows = {
             r["id"]: r
             for r in conn.execute(
@@ -81,8 +86,10 @@ def test_a_handler_gets_what_a_text_read_of_the_job_gives(dsn: str, concurrency_
         assert got == want, job_id
         # Same types too: an int stays an int (not a float), a float a float.
         assert json.dumps(got["payload"]) == json.dumps(want["payload"])
-        assert isinstance(job.enqueued_at, datetime) and job.enqueued_at.tzinfo is not None
-        assert isinstance(job.timeout, timedelta) and job.timeout > timedelta(0)
+        # In the session's time zone, as the text read (== on datetimes compares instants).
+        assert job.enqueued_at.utcoffset() == row["enqueued_at"].utcoffset() == timedelta(hours=5, minutes=45)
+        assert isinstance(job.enqueued_at, datetime)
+        assert job.timeout == timeout == timedelta(days=32, hours=3, minutes=4, seconds=5.5)
         assert job.entrypoint == ep
     # jsonb keeps integers exactly, however large.
     assert seen[ids[2]].payload["big"] == 123456789012345678901234567890
