@@ -169,6 +169,18 @@ def test_idle_worker_wakes_on_notify(dsn: str, ledger: Path, spawn) -> None:
     assert max(latencies) < 1.0, latencies
 
 
+def test_pgq_worker_tunes_the_garbage_collector(dsn: str, ledger: Path, spawn) -> None:
+    # Loaded code frozen out of the collector's scans, young collections every 50k.
+    worker = spawn()
+    enqueue_batch(dsn, "gc_state", ["{}"])
+    wait_until(lambda: ledger_lines(ledger), 20, "the job to run")
+    assert worker.terminate() == 0
+    [(_, _, _, event, _)] = ledger_lines(ledger)
+    _, young, frozen = event.split(":")
+    assert int(young) == 50_000
+    assert int(frozen) > 10_000, "the modules loaded at start are frozen"
+
+
 def test_transactional_handler_commits_with_the_completion(dsn: str, ledger: Path, spawn) -> None:
     execute(dsn, "CREATE TABLE IF NOT EXISTS tx_effects (job_id bigint)")
     scalar(dsn, "SELECT pgq.configure('tx', max_attempts => 2, backoff_base => '100 milliseconds')")

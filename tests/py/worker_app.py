@@ -7,6 +7,7 @@ Every run is written to a ledger file of the process (LEDGER_DIR/<pid>.log, one 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 
@@ -30,6 +31,12 @@ def record(job: pgq.Job, event: str = "run") -> None:
 @worker.entrypoint("noop")
 async def noop(job: pgq.Job) -> None:
     record(job)
+
+
+@worker.entrypoint("gc_state")
+async def gc_state(job: pgq.Job) -> None:
+    """How `pgq worker` left the garbage collector: young threshold, objects frozen."""
+    record(job, f"gc:{gc.get_threshold()[0]}:{gc.get_freeze_count()}")
 
 
 @worker.entrypoint("slow")
