@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -29,8 +30,8 @@ def ledger(tmp_path: Path) -> Path:
 def spawn(dsn: str, ledger: Path) -> Iterator:
     started: list[WorkerProcess] = []
 
-    def start(**env: str) -> WorkerProcess:
-        proc = WorkerProcess(dsn, ledger, **env)
+    def start(*args: str, **env: str) -> WorkerProcess:
+        proc = WorkerProcess(dsn, ledger, *args, **env)
         started.append(proc)
         return proc
 
@@ -169,16 +170,40 @@ def test_idle_worker_wakes_on_notify(dsn: str, ledger: Path, spawn) -> None:
     assert max(latencies) < 1.0, latencies
 
 
-def test_pgq_worker_tunes_the_garbage_collector(dsn: str, ledger: Path, spawn) -> None:
-    # Loaded code frozen out of the collector's scans, young collections every 50k.
-    worker = spawn()
+@pytest.mark.parametrize("flag", [None, "--no-gc-tuning"])
+def test_pgq_worker_tunes_the_garbage_collector(dsn: str, ledger: Path, spawn, flag: str | None) -> None:
+    # Loaded code frozen out of the collector's scans, young collections every 10k; or, with
+    # --no-gc-tuning, Python's defaults.
+    worker = spawn(*([flag] if flag else []))
     enqueue_batch(dsn, "gc_state", ["{}"])
     wait_until(lambda: ledger_lines(ledger), 20, "the job to run")
     assert worker.terminate() == 0
     [(_, _, _, event, _)] = ledger_lines(ledger)
     _, young, frozen = event.split(":")
-    assert int(young) == 50_000
-    assert int(frozen) > 10_000, "the modules loaded at start are frozen"
+    if flag:
+        assert (int(young), int(frozen)) == (gc.get_threshold()[0], 0)
+    else:
+        assert int(young) == 10_000
+        assert int(frozen) > 10_000, "the modules loaded at start are frozen"
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        ("gc.disable()", (700, 0, False)),
+        ("gc.set_threshold(0)", (0, 0, True)),
+        ("gc.set_threshold(123456)", (123456, 1, True)),
+    ],
+)
+def test_gc_tuning_leaves_a_collector_the_application_configured(setup: str, expected: tuple) -> None:
+    code = (
+        "import gc; from pgq.cli.worker import tune_gc; gc.set_threshold(700); "
+        f"{setup}; tune_gc(); print(gc.get_threshold()[0], int(gc.get_freeze_count() > 0), gc.isenabled())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert (int(out[0]), int(out[1]), out[2] == "True") == expected
 
 
 def test_transactional_handler_commits_with_the_completion(dsn: str, ledger: Path, spawn) -> None:
