@@ -19,9 +19,9 @@ _decode = json.JSONDecoder().decode
 
 class JsonbLoader(Loader):
     """jsonb in binary format: a version byte, then the JSON text in the client encoding
-    (UTF-8: the worker's connections set it). Decoded as str
-    (psycopg's loader hands json.loads bytes, which first detects their encoding: about
-    twice the cost for a small payload); the values are json.loads's."""
+    (UTF-8: the worker's connections set it). Decoded as str: psycopg's loader hands
+    json.loads bytes, which first detects their encoding (about twice the cost for a small
+    payload). The values are json.loads's."""
 
     format = Format.BINARY
 
