@@ -93,3 +93,20 @@ def test_a_handler_gets_what_a_text_read_of_the_job_gives(dsn: str, concurrency_
         assert job.entrypoint == ep
     # jsonb keeps integers exactly, however large.
     assert seen[ids[2]].payload["big"] == 123456789012345678901234567890
+
+
+def test_a_worker_reads_non_ascii_payloads_whatever_the_client_encoding(dsn: str) -> None:
+    """jsonb arrives in the client encoding: a role, database or PGCLIENTENCODING set to
+    LATIN1 must not garble or break a handler's payload (the worker connects in UTF-8)."""
+    payload = {"name": "Ren\u00e9e M\u00fcller", "city": "S\u00e3o Paulo"}  # all of it in LATIN1 too
+    with pgq.Client(dsn) as client:
+        job_id = client.enqueue("wire_latin1", payload, headers={"h": "\u00e9t\u00e9"})
+    seen: list[pgq.Job] = []
+    worker = pgq.Worker(make_conninfo(dsn, client_encoding="LATIN1"))
+
+    @worker.entrypoint("wire_latin1")
+    async def record(job: pgq.Job) -> None:
+        seen.append(job)
+
+    drain(worker, max_jobs=1)
+    assert [(j.id, j.payload, j.headers) for j in seen] == [(job_id, payload, {"h": "\u00e9t\u00e9"})]

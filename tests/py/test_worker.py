@@ -206,6 +206,19 @@ def test_gc_tuning_leaves_a_collector_the_application_configured(setup: str, exp
     assert (int(out[0]), int(out[1]), out[2] == "True") == expected
 
 
+def test_gc_tuning_collects_what_loading_left_before_freezing() -> None:
+    # A cycle that was garbage at freeze time would otherwise be kept for the process's life.
+    code = (
+        "import gc, weakref; from pgq.cli.worker import tune_gc\n"
+        "gc.disable()  # no automatic collection frees the cycle first\n"
+        "class Node: pass\n"
+        "a = Node(); a.me = a; alive = weakref.ref(a); del a\n"
+        "gc.enable(); tune_gc(); print(alive() is None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True"]
+
+
 def test_transactional_handler_commits_with_the_completion(dsn: str, ledger: Path, spawn) -> None:
     execute(dsn, "CREATE TABLE IF NOT EXISTS tx_effects (job_id bigint)")
     scalar(dsn, "SELECT pgq.configure('tx', max_attempts => 2, backoff_base => '100 milliseconds')")
