@@ -7,8 +7,9 @@ handlers must be idempotent.
 One asyncio loop runs the claimer (claims up to the free slots, then waits for a NOTIFY,
 a freed slot or the poll interval) and three supervised background tasks: the completer
 (completes finished jobs in batches: what finishes during one round trip goes in the
-next), the heartbeat (extends the leases, tells the database which jobs this worker runs,
-learns of cancellations, and sweeps now and then) and the listener (a dedicated autocommit
+next), the heartbeat (extends the leases, tells the database which jobs this worker runs
+after a failure and every two leases, learns of cancellations, and sweeps now and then)
+and the listener (a dedicated autocommit
 connection on LISTEN). `def` handlers run in a thread pool, `async def` handlers on the
 loop. Every settle names the delivery it settles, so a late call of an earlier run of the
 same job changes nothing.
@@ -53,6 +54,11 @@ _TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlT
 _FINAL_FLUSH = 5.0
 # How often a worker runs pgq.sweep (pruning when pg_cron is absent) beside its heartbeats.
 _SWEEP_EVERY = 60.0
+# A heartbeat tells the database which jobs the worker runs (which gives back any other it
+# holds as ours) after a failed claim, settlement or lost connection, and otherwise every
+# this many leases: the database then walks every running-index entry of the worker, and
+# under a held snapshot that is one for every job it claimed since the snapshot began.
+_RECONCILE_LEASES = 2
 # A handler runs in a consumer span when OpenTelemetry is installed (pgq.tracing).
 _NO_SPAN = contextlib.nullcontext()
 # The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
@@ -226,6 +232,9 @@ class Worker:
         self._abandon = False  # past the final flush: stop retrying
         self._completing = asyncio.Lock()
         self._claiming = asyncio.Lock()  # a claim in flight: no heartbeat may reconcile
+        # The database may hold jobs of ours that we no longer track (a claim's reply lost,
+        # a settlement given up): the next heartbeat reconciles.
+        self._reconcile = False
         self._registering = asyncio.Lock()
         self._batch = self.batch_size or min(self.concurrency, _BATCH)
         # With jobs running, fewer free slots than this wait _GATHER before a claim.
@@ -314,6 +323,9 @@ class Worker:
                 await cur.execute(query, params)
                 return await cur.fetchall() if cur.description else []
         except psycopg.Error as exc:
+            if isinstance(exc, _TRANSIENT):
+                self._reconcile = True  # a failover may have lost what we committed
+
             err = translate(exc)
             if err is exc:
                 raise
@@ -444,13 +456,17 @@ class Worker:
         """Claim up to `wanted` jobs and start their handlers; returns their runs."""
         worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
         async with self._claiming:
-            # While the database is away, waiting for a connection must not keep SIGTERM
-            # from being noticed for long.
-            rows = await self._sql(
-                _CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True
-            )
-            self._spans = tracing.enabled()  # checked per batch: it reads the environment
-            return [self._start(Job._claimed(row, worker_id)) for row in rows]
+            try:
+                # While the database is away, waiting for a connection must not keep SIGTERM
+                # from being noticed for long.
+                rows = await self._sql(
+                    _CLAIM, (worker_id, self.entrypoints, wanted), wait=_CLAIM_WAIT, tuples=True
+                )
+                self._spans = tracing.enabled()  # checked per batch: it reads the environment
+                return [self._start(Job._claimed(row, worker_id)) for row in rows]
+            except BaseException:
+                self._reconcile = True  # the claim may have committed: we lost its reply
+                raise
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -533,13 +549,18 @@ class Worker:
                 raise _Fenced()
         return result
 
-    def _settled(self, run: Run) -> None:
+    def _settled(self, run: Run, recorded: bool = True) -> None:
+        """Stop tracking a job; not `recorded` in the database: the next heartbeat gives it
+        back if the database still has it as ours."""
         self._unsettled.pop(run.key, None)
+        if not recorded:
+            self._reconcile = True
 
     async def _fail(self, run: Run, error: str) -> None:
         job = run.job
         run.error = error
         self.failed += 1
+        recorded = False
         try:
             rows = await self._persist(
                 f"fail job {job.id}",
@@ -547,11 +568,12 @@ class Worker:
                 " delivery => %s::int) AS status",
                 (job.worker_id, job.id, error, job.deliveries),
             )
+            recorded = True
         except (PgqError, _Stopping) as exc:
             log.error("job %d (%s): could not record the failure: %s", job.id, job.entrypoint, exc)
             return
         finally:
-            self._settled(run)
+            self._settled(run, recorded)
             self._wake.set()
         status = rows[0]["status"]
         last_line = error.strip().splitlines()[-1] if error.strip() else error
@@ -562,6 +584,7 @@ class Worker:
 
     async def _snooze(self, run: Run, seconds: float) -> None:
         job = run.job
+        recorded = False
         try:
             rows = await self._persist(
                 f"snooze job {job.id}",
@@ -569,11 +592,12 @@ class Worker:
                 " delay => make_interval(secs => %s::float8), delivery => %s::int) AS status",
                 (job.worker_id, job.id, seconds, job.deliveries),
             )
+            recorded = True
         except (PgqError, _Stopping) as exc:
             log.error("job %d (%s): could not snooze: %s", job.id, job.entrypoint, exc)
             return
         finally:
-            self._settled(run)
+            self._settled(run, recorded)
             self._wake.set()
         status = rows[0]["status"] or "not held by this delivery any more"
         self._outcome(job, "snoozed", time.monotonic() - run.t0, detail=f" for {seconds:.1f} s -> {status}")
@@ -603,6 +627,7 @@ class Worker:
         results = None
         if any(result is not None for _, result, _ in entries):
             results = [None if result is None else Jsonb(result) for _, result, _ in entries]
+        recorded = False
         try:
             rows = await self._persist(
                 "complete",
@@ -611,12 +636,15 @@ class Worker:
                 " job_ids => %s::bigint[], results => %s::jsonb[], deliveries => %s::int[]) AS c (id)",
                 (worker_id, _array(ids), results, _array([job.deliveries for job, _, _ in entries])),
             )
+            recorded = True
         except _Stopping:
             log.error("jobs %s finished but could not be completed; they will run again", ids)
             return
         finally:
             for job, _, _ in entries:
                 self._unsettled.pop((job.id, job.deliveries), None)
+            if not recorded:
+                self._reconcile = True
         completed: list[int] = rows[0]["ids"]
         self.completed += len(completed)
         if self.observers or log.isEnabledFor(logging.INFO):
@@ -631,7 +659,7 @@ class Worker:
     # --- heartbeat and wake-ups ---------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        swept = time.monotonic()
+        swept = reconciled = time.monotonic()
         while True:
             # Well inside the lease: a missed beat or two still keeps the jobs. Jittered, so
             # that workers started together do not all pause their claims at the same moment.
@@ -644,14 +672,26 @@ class Worker:
                 # No claim may be in flight: the database would release a job we are about
                 # to learn of. Jobs claimed by a reply we lost are released here.
                 async with self._claiming:
-                    running = sorted(
-                        {job.id for job in self._unsettled.values() if job.worker_id == worker_id}
-                    )
-                    rows = await self._sql(
-                        "SELECT pgq.heartbeat(worker_id => %s::uuid, running => %s::bigint[]) AS id",
-                        (worker_id, running),
-                        wait=_CLAIM_WAIT,  # the claimer waits for this lock
-                    )
+                    running = None
+                    due = time.monotonic() - reconciled >= self._lease * _RECONCILE_LEASES
+                    if self._reconcile or due:
+                        self._reconcile = False  # a failure from now on needs another round
+                        running = sorted(
+                            {job.id for job in self._unsettled.values() if job.worker_id == worker_id}
+                        )
+                    try:
+                        rows = await self._sql(
+                            "SELECT pgq.heartbeat(worker_id => %s::uuid, running => %s::bigint[]) AS id",
+                            (worker_id, running),
+                            wait=_CLAIM_WAIT,  # the claimer waits for this lock
+                        )
+                    except BaseException:
+                        if running is not None:
+                            self._reconcile = True
+                        raise
+                    if running is not None:
+                        reconciled = time.monotonic()
+                        log.debug("heartbeat: told the database the %d jobs we run", len(running))
                 await self._refresh_settings()
             except _TRANSIENT as exc:
                 log.warning("heartbeat failed (%s)", str(exc).strip())

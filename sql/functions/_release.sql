@@ -1,6 +1,6 @@
 -- pgq._release(worker_ids, keep, lost): running jobs held by these workers (stopped, dead,
 -- or a live one that does not run them), except those in keep, go back to queued, or to
--- canceled when cancellation was requested. Rows are locked in id order and SKIP LOCKED:
+-- canceled when cancellation was requested. Rows are locked with SKIP LOCKED:
 -- a job that another transaction is settling right now (a late complete, a cancel) is left
 -- to it, and the sweep never waits or deadlocks; what is skipped, the next sweep finds.
 -- lost: the workers were lost (reaped), so each job counts a lost delivery, and a job that
@@ -22,10 +22,15 @@ DECLARE
     v_entrypoints text[];
     v_now timestamptz := clock_timestamp();
 BEGIN
-    SELECT array_agg(l.id) INTO v_ids
-    FROM (
+    -- One lookup per worker, by equality: the running index then skips the entries of
+    -- other workers inside the index, without visiting their rows (`= ANY` on its second
+    -- column is only a filter, checked on each row, and under a held snapshot the running
+    -- index keeps an entry for every job claimed since).
+    SELECT array_agg(l.id ORDER BY l.id) INTO v_ids
+    FROM (SELECT DISTINCT u.id FROM unnest(worker_ids) AS u (id)) AS w
+    CROSS JOIN LATERAL (
         SELECT j.id FROM pgq._jobs AS j
-        WHERE j.status = 'running' AND j.worker_id = ANY (worker_ids) AND j.id <> ALL (keep)
+        WHERE j.status = 'running' AND j.worker_id = w.id AND j.id <> ALL (keep)
         ORDER BY j.id
         FOR UPDATE SKIP LOCKED
     ) AS l;
@@ -59,7 +64,9 @@ BEGIN
         FROM pgq._jobs AS k
         LEFT JOIN pgq._queues AS q ON q.entrypoint = k.entrypoint
         CROSS JOIN LATERAL (SELECT coalesce(q.max_deliveries, (pgq._defaults()).max_deliveries) AS n) AS cap
-        WHERE k.id = ANY (v_ids) AND k.status = 'running'
+        -- Held means running (_jobs_held_check), and by the primary key: a test of status
+        -- would let the planner walk the running index (see pgq.fail).
+        WHERE k.id = ANY (v_ids) AND k.worker_id IS NOT NULL
     ),
     released AS (
         UPDATE pgq._jobs AS j

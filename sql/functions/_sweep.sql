@@ -1,8 +1,9 @@
 -- pgq._sweep(with_prune): the periodic maintenance, each task in a subtransaction of its
 -- own so that one failing task neither fails the caller nor undoes the others (it is
--- reported as a WARNING): pgq.reap, pgq.run_schedules (an index lookup when nothing is
--- due), and, when with_prune, pgq.prune if the last prune is over two hours old (pg_cron
--- prunes hourly, so with pg_cron the workers never do).
+-- reported as a WARNING): the reap (pgq._reap, thorough when with_prune: heartbeats run
+-- the light form, pgq.sweep the whole), pgq.run_schedules (an index lookup when nothing
+-- is due), and, when with_prune, pgq.prune if the last prune is over two hours old
+-- (pg_cron prunes hourly, so with pg_cron the workers never do).
 -- Returns the number of jobs pgq.reap acted on.
 CREATE OR REPLACE FUNCTION pgq._sweep(with_prune boolean)
 RETURNS integer
@@ -14,7 +15,7 @@ DECLARE
     v_reaped integer := 0;
 BEGIN
     BEGIN
-        v_reaped := pgq.reap();
+        v_reaped := pgq._reap(with_prune);
     EXCEPTION WHEN OTHERS THEN
         RAISE WARNING 'pgq: reap failed: % (%)', sqlerrm, sqlstate;
     END;

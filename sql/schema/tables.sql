@@ -101,6 +101,10 @@ WHERE status = 'running' AND concurrency_key IS NOT NULL;
 -- Running jobs: concurrency counts, reap and unregister scan only these.
 CREATE INDEX _jobs_running_idx ON pgq._jobs (entrypoint, worker_id) WHERE status = 'running';
 
+-- Running jobs by start: the timeout rule reads only those started before the shortest
+-- timeout plus lease (under a held snapshot, not every job claimed since it).
+CREATE INDEX _jobs_started_idx ON pgq._jobs (started_at) WHERE status = 'running';
+
 -- Almost always empty: lets heartbeat find cancellation requests without a scan.
 CREATE INDEX _jobs_cancel_idx ON pgq._jobs (worker_id) WHERE cancel_requested;
 
@@ -130,6 +134,9 @@ CREATE TABLE pgq._workers (
     -- The login role (session_user) that registered it; only that role and pgq_admin may
     -- act as this worker. NULL for workers registered before 0.2 (usable by any worker).
     registered_by name,
+    -- When the jobs of a worker that stopped or was found dead were all given back: the
+    -- sweep looks up only the workers without it, each by its own id (see pgq._reap).
+    released_at timestamptz,
     CONSTRAINT _workers_state_check CHECK (state IN ('alive', 'dead', 'stopped'))
 );
 

@@ -28,8 +28,8 @@ def ledger(tmp_path: Path) -> Path:
 def spawn(dsn: str, ledger: Path) -> Iterator:
     started: list[WorkerProcess] = []
 
-    def start(worker_dsn: str | None = None, **env: str) -> WorkerProcess:
-        proc = WorkerProcess(worker_dsn or dsn, ledger, **env)
+    def start(worker_dsn: str | None = None, *args: str, **env: str) -> WorkerProcess:
+        proc = WorkerProcess(worker_dsn or dsn, ledger, *args, **env)
         started.append(proc)
         return proc
 
@@ -191,6 +191,43 @@ def test_a_claim_whose_reply_never_arrived_is_released_by_the_next_heartbeat(
     )
     wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (ghost,)) == "queued", 10, "the release")
     assert worker.terminate() == 0
+
+
+def test_after_a_lost_connection_the_next_heartbeat_gives_back_a_job_the_worker_lost(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    """With the default lease a worker tells the database which jobs it runs only every
+    minute, unless something failed: a lost connection (a failover may have lost a commit,
+    a claim its reply) makes the next heartbeat do it."""
+    proxy = Proxy(int(conninfo_to_dict(dsn).get("port", 5432)))
+    try:
+        worker = spawn(make_conninfo(dsn, port=str(proxy.port)))
+        wid = alive_worker(dsn)
+        [ghost] = enqueue(dsn, "noop", run_at="now() + interval '1 hour'")
+        execute(
+            dsn,
+            "UPDATE pgq._jobs SET status = 'running', worker_id = %s, deliveries = 1, started_at = now()"
+            " WHERE id = %s",
+            (wid, ghost),
+        )
+        proxy.cut()
+        wait_until(lambda: "failed" in worker.log(), 10, "a statement to fail")
+        proxy.restore()
+        wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (ghost,)) == "queued", 15, "the release")
+        assert worker.terminate() == 0
+    finally:
+        proxy.close()
+
+
+def test_without_failures_a_worker_reconciles_every_two_leases(dsn: str, ledger: Path, spawn) -> None:
+    """The database walks every running-index entry of the worker to reconcile, and under a
+    held snapshot that is one per job claimed since: heartbeats in between only beat."""
+    scalar(dsn, "SELECT pgq.configure('noop', lease => '2 seconds')")  # beats every 0.4-0.5 s
+    worker = spawn(None, "--log-level", "debug")
+    wait_until(lambda: "registered as" in worker.log(), 30, "the registration")
+    time.sleep(9)
+    assert worker.terminate() == 0
+    assert 1 <= worker.log().count("heartbeat: told the database") <= 3, worker.log()
 
 
 def test_a_concurrency_limited_entrypoint_drains_without_waiting_for_the_poll(

@@ -2,7 +2,7 @@
 -- late calls fenced); per-entrypoint lease; timeouts; cancellation; old worker rows pruned;
 -- privileges.
 BEGIN;
-SELECT plan(41);
+SELECT plan(54);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -168,6 +168,54 @@ SELECT is(
     (SELECT count(*) FROM pgq._workers AS w WHERE w.id = pg_temp.wid('silent')),
     1::bigint,
     'a worker dead for less than a day is kept'
+);
+
+-- Workers gone are looked up until none of their jobs is left (released_at), then never
+-- again; a heartbeat's sweep does the same, and fails timed-out jobs too.
+SELECT isnt(
+    (SELECT w.released_at FROM pgq._workers AS w WHERE w.id = pg_temp.wid('silent')), NULL,
+    'the dead worker whose jobs all went back is marked released'
+);
+INSERT INTO t_worker VALUES ('quitter', pgq.register_worker('quitter', ARRAY['hb']));
+INSERT INTO t_worker VALUES ('beater', pgq.register_worker('beater', ARRAY['hb']));
+INSERT INTO t_job VALUES ('left', pgq.enqueue('hb'));
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('quitter'), ARRAY['hb']) AS c), pg_temp.jid('left'), 'quitter claims a job'
+);
+-- Stopped without pgq.unregister_worker giving the job back (as if that had failed).
+UPDATE pgq._workers SET state = 'stopped', stopped_at = now() WHERE id = pg_temp.wid('quitter');
+SELECT is(
+    (SELECT w.released_at FROM pgq._workers AS w WHERE w.id = pg_temp.wid('quitter')), NULL,
+    'a worker that stopped is not marked released before a sweep'
+);
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('beater')), 'beater heartbeats');
+SELECT results_eq(
+    $$SELECT j.status, j.worker_id, j.deliveries FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('left')$$,
+    $$ VALUES ('queued', NULL::uuid, 1) $$,
+    'the heartbeat''s sweep gives back the job of the stopped worker'
+);
+SELECT isnt(
+    (SELECT w.released_at FROM pgq._workers AS w WHERE w.id = pg_temp.wid('quitter')), NULL,
+    'and marks it released'
+);
+-- A running job whose worker is marked released (or whose row is gone) is found only by
+-- the whole sweep (pgq.reap, pg_cron's), which walks every running job.
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('beater'), ARRAY['hb']) AS c), pg_temp.jid('left'), 'beater claims it'
+);
+UPDATE pgq._jobs SET worker_id = pg_temp.wid('quitter') WHERE id = pg_temp.jid('left');
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('beater')), 'beater heartbeats again');
+SELECT is(pgq.job_status(pg_temp.jid('left')), 'running', 'a heartbeat''s sweep does not walk every running job');
+SELECT is(pgq.reap(), 1, 'pgq.reap gives the orphan back');
+SELECT is(
+    (SELECT c.id FROM pgq.claim(pg_temp.wid('beater'), ARRAY['hb']) AS c), pg_temp.jid('left'), 'beater claims it again'
+);
+UPDATE pgq._jobs SET started_at = now() - interval '2 hours' WHERE id = pg_temp.jid('left');
+SELECT lives_ok(format($$SELECT pgq.heartbeat(%L)$$, pg_temp.wid('beater')), 'beater heartbeats, its job past the timeout');
+SELECT results_eq(
+    $$SELECT j.status, j.attempt, j.last_error ~ '^timeout' FROM pgq._jobs AS j WHERE j.id = pg_temp.jid('left')$$,
+    $$ VALUES ('queued', 1, TRUE) $$,
+    'the heartbeat''s sweep fails the job past its timeout plus lease'
 );
 
 -- Privileges.

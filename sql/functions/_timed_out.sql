@@ -1,0 +1,29 @@
+-- pgq._timed_out(): the running jobs past their entrypoint's timeout plus lease, locked
+-- (SKIP LOCKED: a job being settled right now is left to its settler), with that timeout.
+-- Reads _jobs_started_idx from its start to now() - the shortest timeout plus lease, so
+-- that a held snapshot's dead entries of jobs claimed since are not visited. Sorting is
+-- turned off for it: the planner, which counts few running jobs, would otherwise take a
+-- full walk of the running index and a sort as just as cheap.
+CREATE OR REPLACE FUNCTION pgq._timed_out()
+RETURNS TABLE (id bigint, timeout interval)
+LANGUAGE sql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET enable_sort = off
+AS $$
+    WITH shortest AS (
+        SELECT least(d.timeout + d.lease, min(coalesce(q.timeout, d.timeout) + coalesce(q.lease, d.lease))) AS span
+        FROM pgq._defaults() AS d
+        LEFT JOIN pgq._queues AS q ON TRUE
+        GROUP BY d.timeout, d.lease
+    )
+    SELECT j.id, coalesce(q.timeout, (pgq._defaults()).timeout)
+    FROM pgq._jobs AS j
+    LEFT JOIN pgq._queues AS q ON q.entrypoint = j.entrypoint
+    WHERE j.status = 'running'
+      AND j.started_at < now() - (SELECT s.span FROM shortest AS s)
+      AND j.started_at < now() - coalesce(q.timeout, (pgq._defaults()).timeout)
+          - coalesce(q.lease, (pgq._defaults()).lease)
+    ORDER BY j.started_at
+    FOR UPDATE OF j SKIP LOCKED
+$$;
