@@ -8,11 +8,10 @@ One asyncio loop runs the claimer (claims up to the free slots, then waits for a
 a freed slot or the poll interval) and three supervised background tasks: the completer
 (completes finished jobs in batches: what finishes during one round trip goes in the
 next), the heartbeat (extends the leases, tells the database which jobs this worker runs
-after a failure and every two leases, learns of cancellations, and sweeps now and then)
-and the listener (a dedicated autocommit
-connection on LISTEN). `def` handlers run in a thread pool, `async def` handlers on the
-loop. Every settle names the delivery it settles, so a late call of an earlier run of the
-same job changes nothing.
+after a failure and every two leases or minute, learns of cancellations, and sweeps now
+and then) and the listener (a dedicated autocommit connection on LISTEN). `def` handlers
+run in a thread pool, `async def` handlers on the loop. Every settle names the delivery it
+settles, so a late call of an earlier run of the same job changes nothing.
 """
 
 from __future__ import annotations
@@ -56,9 +55,10 @@ _FINAL_FLUSH = 5.0
 _SWEEP_EVERY = 60.0
 # A heartbeat tells the database which jobs the worker runs (which gives back any other it
 # holds as ours) after a failed claim, settlement or lost connection, and otherwise every
-# this many leases: the database then walks every running-index entry of the worker, and
-# under a held snapshot that is one for every job it claimed since the snapshot began.
+# two leases, at most a minute apart: the database then walks every running-index entry
+# of the worker, and under a held snapshot that is one for every job it claimed since.
 _RECONCILE_LEASES = 2
+_RECONCILE_MAX = 60.0
 # A handler runs in a consumer span when OpenTelemetry is installed (pgq.tracing).
 _NO_SPAN = contextlib.nullcontext()
 # The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
@@ -673,7 +673,8 @@ class Worker:
                 # to learn of. Jobs claimed by a reply we lost are released here.
                 async with self._claiming:
                     running = None
-                    due = time.monotonic() - reconciled >= self._lease * _RECONCILE_LEASES
+                    every = min(self._lease * _RECONCILE_LEASES, _RECONCILE_MAX)
+                    due = time.monotonic() - reconciled >= every
                     if self._reconcile or due:
                         self._reconcile = False  # a failure from now on needs another round
                         running = sorted(

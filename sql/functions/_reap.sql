@@ -5,10 +5,10 @@
 --   and only for workers whose jobs were not all given back yet (released_at);
 -- - timeouts read only the running jobs started before the shortest timeout plus lease
 --   (pgq._timed_out).
--- thorough also walks every running job for the ones whose worker row is missing (none
--- should be: rows are deleted only when no job refers to them) or whose worker is not
--- alive; pgq.reap and pgq.sweep are thorough (pg_cron, the workers' minute sweep,
--- register_worker), heartbeats are not.
+-- thorough also walks every running job for the ones whose worker row is missing or whose
+-- worker is not alive though marked released (neither should happen: rows are deleted
+-- only when no job refers to them, and see pgq._release_gone); pgq.reap and pgq.sweep are
+-- thorough (pg_cron, the workers' minute sweep, register_worker), heartbeats are not.
 CREATE OR REPLACE FUNCTION pgq._reap(thorough boolean)
 RETURNS integer
 LANGUAGE plpgsql
@@ -40,21 +40,14 @@ BEGIN
       ));
 
     -- Jobs of workers that are not alive go back. A worker that died lost them: that
-    -- counts towards max_deliveries; one that unregistered did not. A worker that is not
-    -- alive never claims again, so once none of its jobs is left (SKIP LOCKED may have
-    -- passed one that a late call was settling), it is not looked up again.
+    -- counts towards max_deliveries; one that unregistered did not. Once none of its jobs
+    -- is left, a worker is not looked up again (pgq._release_gone).
     FOR v_worker IN
         SELECT w.id, w.state FROM pgq._workers AS w
         WHERE w.state <> 'alive' AND w.released_at IS NULL
         ORDER BY w.id
     LOOP
-        v_count := v_count + pgq._release(ARRAY[v_worker.id], '{}', v_worker.state = 'dead');
-        UPDATE pgq._workers AS w
-        SET released_at = now()
-        WHERE w.id = v_worker.id
-          AND NOT EXISTS (
-              SELECT 1 FROM pgq._jobs AS j WHERE j.status = 'running' AND j.worker_id = v_worker.id
-          );
+        v_count := v_count + pgq._release_gone(v_worker.id, v_worker.state = 'dead');
     END LOOP;
 
     IF thorough THEN

@@ -31,7 +31,6 @@ BEGIN
     CROSS JOIN LATERAL (
         SELECT j.id FROM pgq._jobs AS j
         WHERE j.status = 'running' AND j.worker_id = w.id AND j.id <> ALL (keep)
-        ORDER BY j.id
         FOR UPDATE SKIP LOCKED
     ) AS l;
     IF v_ids IS NULL THEN

@@ -75,6 +75,11 @@ BEGIN
             'Claim 1 to 10000 jobs at a time.');
     END IF;
     PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
+    -- The worker's row stays locked until this claim commits: a sweep that marks the worker
+    -- dead, or its unregistration, waits for the claim and then sees (and gives back) what
+    -- it claimed, and a claim that waited sees the worker no longer alive. A worker that
+    -- is not alive can then hold no job that its release did not see (pgq._release_gone).
+    PERFORM 1 FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
     v_registered := pgq._check_worker(worker_id);
     IF NOT entrypoints <@ v_registered THEN
         PERFORM pgq._invalid('entrypoints', 'includes entrypoints the worker did not register',

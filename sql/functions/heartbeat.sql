@@ -6,7 +6,8 @@
 -- lost in a failover) are released at once, or canceled when that was requested. The
 -- worker must send it only while no claim of its own is in flight (a job it is about to
 -- learn of would be released). Without it, nothing is released (0.1 workers).
--- Then the light sweep (pgq.reap, due schedules), each part in a subtransaction: with
+-- Then the light sweep (pgq._reap without the walk of every running job, due schedules),
+-- each part in a subtransaction: with
 -- any worker running, jobs of crashed workers are recovered within lease + heartbeat
 -- interval whatever the pg_cron period, and a failing sweep cannot fail the heartbeat.
 -- Pruning is never done here (see pgq.sweep).

@@ -28,7 +28,7 @@ BEGIN
                 USING ERRCODE = 'PQ002', HINT = 'Pass the id that pgq.register_worker returned.';
         END IF;
     END IF;
-    RETURN pgq._release(ARRAY[worker_id]);
+    RETURN pgq._release_gone(worker_id, FALSE);
 END
 $$;
 

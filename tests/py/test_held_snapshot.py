@@ -169,13 +169,6 @@ def test_a_heartbeat_does_not_visit_the_jobs_claimed_under_a_held_snapshot(
 
         def beat() -> int:
             plans = nested_plans(c, "SELECT * FROM pgq.heartbeat(%s::uuid)", (worker,))
-            import sys
-
-            sys.path.insert(0, "/tmp")
-            import dbg
-
-            dbg.show(plans)
-            print("----")
             return shared_hits(plans, "FROM pgq.heartbeat(")
 
         def stop_holding_a_job() -> int:

@@ -331,3 +331,43 @@ def test_a_sweep_in_progress_blocks_neither_sweeps_nor_heartbeats(dsn: str, sess
         (ids,),
     ).fetchall()
     assert rows == [("queued", 1, len(ids))]
+
+
+@pytest.mark.parametrize("ender", ["heartbeat", "unregister"])
+def test_a_claim_in_flight_when_its_worker_stops_being_alive_is_given_back(
+    dsn: str, session, ender: str
+) -> None:
+    """A claim has checked that its worker is alive and not committed yet when another
+    worker's heartbeat finds the worker silent (or the worker unregisters). The statement
+    that ends the worker waits for the claim, so the release that follows gives its job back
+    (before, the release missed it and marked the worker as holding nothing: the job stayed
+    held by a dead worker that heartbeats no longer look up)."""
+    ep = f"claim_ends_{ender}"
+    admin = session()
+    job_id = admin.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
+    worker_a = register(admin, "A", [ep])
+    worker_b = register(admin, "B", [ep])
+    if ender == "heartbeat":
+        admin.execute(
+            "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (worker_a,)
+        )
+    with psycopg.connect(dsn) as claimer:  # an open transaction: the claim in flight
+        assert claim(claimer, worker_a, [ep]) == [(job_id, 1)]
+        ender_conn = session()
+        with ThreadPoolExecutor(1) as pool:
+            if ender == "heartbeat":
+                done = pool.submit(heartbeat, ender_conn, worker_b)
+            else:
+                done = pool.submit(
+                    lambda: ender_conn.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0]
+                )
+            assert wait_until_waiting_on_lock(admin, ender_conn.info.backend_pid), (
+                "the end of the worker did not wait for its claim"
+            )
+            claimer.commit()
+            done.result(timeout=30)
+    assert worker_state(admin, worker_a) == ("dead" if ender == "heartbeat" else "stopped")
+    assert job(admin, job_id) == {"status": "queued", "deliveries": 1, "attempt": 0, "worker_id": None}
+    assert admin.execute(
+        "SELECT released_at IS NOT NULL FROM pgq._workers WHERE id = %s", (worker_a,)
+    ).fetchone()[0]

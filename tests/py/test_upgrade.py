@@ -36,11 +36,12 @@ def test_upgrade_removes_a_stale_overload(fresh_db: str) -> None:
         c.execute(OLD_RELEASE)
         worker = c.execute("SELECT pgq.register_worker('w', ARRAY['e'])").fetchone()[0]
         with pytest.raises(psycopg.errors.AmbiguousFunction):
-            c.execute("SELECT pgq.unregister_worker(%s)", (worker,))
+            c.execute("SELECT pgq._release(ARRAY[%s]::uuid[])", (worker,))
 
     migrate.upgrade(fresh_db, cron=False)
 
     with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT pgq._release(ARRAY[%s]::uuid[])", (worker,)).fetchone()[0] == 0
         assert c.execute("SELECT pgq.reap()").fetchone()[0] == 0
         worker = c.execute("SELECT pgq.register_worker('w', ARRAY['e'])").fetchone()[0]
         assert c.execute("SELECT pgq.unregister_worker(%s)", (worker,)).fetchone()[0] == 0

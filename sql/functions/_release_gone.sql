@@ -1,0 +1,29 @@
+-- pgq._release_gone(worker_id, lost): the jobs of a worker that stopped or was found dead
+-- go back (pgq._release; lost: it died, so each counts a lost delivery), and once none is
+-- left the worker is marked released (released_at): the heartbeats' sweep never looks it
+-- up again. That is safe because a worker that is not alive never claims again, and a
+-- claim in flight when it stopped being alive held its row (FOR SHARE, see pgq.claim), so
+-- the statement that ended it waited for that claim, and this one sees its jobs. A job
+-- skipped because another transaction holds it (a late complete) keeps the worker
+-- unreleased: the next sweep looks again.
+-- Returns the number of jobs released, canceled or killed.
+CREATE OR REPLACE FUNCTION pgq._release_gone(worker_id uuid, lost boolean)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    v_count := pgq._release(ARRAY[worker_id], '{}', lost);
+    UPDATE pgq._workers AS w
+    SET released_at = now()
+    WHERE w.id = _release_gone.worker_id AND w.state <> 'alive' AND w.released_at IS NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM pgq._jobs AS j WHERE j.status = 'running' AND j.worker_id = _release_gone.worker_id
+      );
+    RETURN v_count;
+END
+$$;
