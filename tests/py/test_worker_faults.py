@@ -81,6 +81,19 @@ def alive_worker(dsn: str) -> str:
     )
 
 
+def ghost_job(dsn: str, worker_id: str) -> int:
+    """A job the database says the worker holds, but the worker never heard of (a claim's
+    reply lost, or completions lost in a failover)."""
+    [ghost] = enqueue(dsn, "noop", run_at="now() + interval '1 hour'")
+    execute(
+        dsn,
+        "UPDATE pgq._jobs SET status = 'running', worker_id = %s, deliveries = 1, started_at = now()"
+        " WHERE id = %s",
+        (worker_id, ghost),
+    )
+    return ghost
+
+
 def test_a_transactional_handler_past_its_timeout_cannot_settle_the_next_delivery(
     dsn: str, ledger: Path, spawn
 ) -> None:
@@ -180,15 +193,7 @@ def test_a_claim_whose_reply_never_arrived_is_released_by_the_next_heartbeat(
     scalar(dsn, "SELECT pgq.configure('noop', lease => '2 seconds')")
     worker = spawn()
     wid = alive_worker(dsn)
-    # A job the database says the worker holds, but the worker never heard of (a claim's
-    # reply lost, or completions lost in a failover).
-    [ghost] = enqueue(dsn, "noop", run_at="now() + interval '1 hour'")
-    execute(
-        dsn,
-        "UPDATE pgq._jobs SET status = 'running', worker_id = %s, deliveries = 1, started_at = now()"
-        " WHERE id = %s",
-        (wid, ghost),
-    )
+    ghost = ghost_job(dsn, wid)
     wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (ghost,)) == "queued", 10, "the release")
     assert worker.terminate() == 0
 
@@ -203,13 +208,7 @@ def test_after_a_lost_connection_the_next_heartbeat_gives_back_a_job_the_worker_
     try:
         worker = spawn(make_conninfo(dsn, port=str(proxy.port)))
         wid = alive_worker(dsn)
-        [ghost] = enqueue(dsn, "noop", run_at="now() + interval '1 hour'")
-        execute(
-            dsn,
-            "UPDATE pgq._jobs SET status = 'running', worker_id = %s, deliveries = 1, started_at = now()"
-            " WHERE id = %s",
-            (wid, ghost),
-        )
+        ghost = ghost_job(dsn, wid)
         proxy.cut()
         wait_until(lambda: "failed" in worker.log(), 10, "a statement to fail")
         proxy.restore()
