@@ -325,7 +325,6 @@ class Worker:
         except psycopg.Error as exc:
             if isinstance(exc, _TRANSIENT):
                 self._reconcile = True  # a failover may have lost what we committed
-
             err = translate(exc)
             if err is exc:
                 raise
