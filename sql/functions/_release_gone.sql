@@ -1,9 +1,10 @@
 -- pgq._release_gone(worker_id, lost): the jobs of a worker that stopped or was found dead
 -- go back (pgq._release; lost: it died, so each counts a lost delivery), and once none is
 -- left the worker is marked released (released_at): the heartbeats' sweep never looks it
--- up again. That is safe because a worker that is not alive never claims again, and a
--- claim in flight when it stopped being alive held its row (FOR SHARE, see pgq.claim), so
--- the statement that ended it waited for that claim, and this one sees its jobs. A job
+-- up again. That is safe because a worker that is not alive never claims again: a claim
+-- that took jobs holds its worker's row (FOR SHARE, see pgq.claim), so the statement that
+-- ended the worker either waited for that claim, and this one sees its jobs, or came
+-- first, and the claim failed. A job
 -- skipped because another transaction holds it (a late complete) keeps the worker
 -- unreleased: the next sweep looks again.
 -- Returns the number of jobs released, canceled or killed.

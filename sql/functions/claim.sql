@@ -75,11 +75,6 @@ BEGIN
             'Claim 1 to 10000 jobs at a time.');
     END IF;
     PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
-    -- The worker's row stays locked until this claim commits: a sweep that marks the worker
-    -- dead, or its unregistration, waits for the claim and then sees (and gives back) what
-    -- it claimed, and a claim that waited sees the worker no longer alive. A worker that
-    -- is not alive can then hold no job that its release did not see (pgq._release_gone).
-    PERFORM 1 FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
     v_registered := pgq._check_worker(worker_id);
     IF NOT entrypoints <@ v_registered THEN
         PERFORM pgq._invalid('entrypoints', 'includes entrypoints the worker did not register',
@@ -320,6 +315,17 @@ BEGIN
     -- until this transaction ends); and every 30 s, whether it took jobs or not, check
     -- that no queued job was left below them (pgq._verify_mark, lock-free).
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
+    -- A claim that took jobs locks its worker's row until it commits, then checks again
+    -- that the worker is alive: a sweep that marks the worker dead, or its unregistration,
+    -- either waits for this claim and then sees (and gives back) what it claimed, or ended
+    -- the worker first, and this claim fails (PQ003) and takes nothing. A worker that is
+    -- not alive can then hold no job that its release did not see (pgq._release_gone). A
+    -- claim that took nothing writes nothing (no lock), so an idle worker's polls cost no
+    -- WAL flush.
+    IF v_claimed > 0 THEN
+        PERFORM 1 FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
+        PERFORM pgq._check_worker(worker_id);
+    END IF;
     IF current_setting('transaction_isolation') = 'read committed' THEN
         -- One statement decides both, so that a claim with nothing due pays for one.
         SELECT

@@ -337,30 +337,30 @@ def test_a_sweep_in_progress_blocks_neither_sweeps_nor_heartbeats(dsn: str, sess
 def test_a_claim_in_flight_when_its_worker_stops_being_alive_is_given_back(
     dsn: str, session, ender: str
 ) -> None:
-    """A claim has checked that its worker is alive and not committed yet when another
-    worker's heartbeat finds the worker silent (or the worker unregisters). The statement
-    that ends the worker waits for the claim, so the release that follows gives its job back
-    (before, the release missed it and marked the worker as holding nothing: the job stayed
-    held by a dead worker that heartbeats no longer look up)."""
+    """A claim has taken a job and not committed yet when another worker's heartbeat finds
+    its worker silent (or the worker unregisters). The statement that ends the worker waits
+    for the claim, so the release that follows gives its job back (before, the release
+    missed it and marked the worker as holding nothing: the job stayed held by a dead
+    worker that heartbeats no longer look up)."""
     ep = f"claim_ends_{ender}"
     admin = session()
     job_id = admin.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
-    worker_a = register(admin, "A", [ep])
-    worker_b = register(admin, "B", [ep])
+    worker_a, worker_b = register(admin, "A", [ep]), register(admin, "B", [ep])
     if ender == "heartbeat":
         admin.execute(
             "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (worker_a,)
         )
+    ender_conn = session()
+
+    def end() -> Any:
+        if ender == "heartbeat":
+            return heartbeat(ender_conn, worker_b)
+        return ender_conn.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0]
+
     with psycopg.connect(dsn) as claimer:  # an open transaction: the claim in flight
         assert claim(claimer, worker_a, [ep]) == [(job_id, 1)]
-        ender_conn = session()
         with ThreadPoolExecutor(1) as pool:
-            if ender == "heartbeat":
-                done = pool.submit(heartbeat, ender_conn, worker_b)
-            else:
-                done = pool.submit(
-                    lambda: ender_conn.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0]
-                )
+            done = pool.submit(end)
             assert wait_until_waiting_on_lock(admin, ender_conn.info.backend_pid), (
                 "the end of the worker did not wait for its claim"
             )
@@ -368,6 +368,48 @@ def test_a_claim_in_flight_when_its_worker_stops_being_alive_is_given_back(
             done.result(timeout=30)
     assert worker_state(admin, worker_a) == ("dead" if ender == "heartbeat" else "stopped")
     assert job(admin, job_id) == {"status": "queued", "deliveries": 1, "attempt": 0, "worker_id": None}
-    assert admin.execute(
-        "SELECT released_at IS NOT NULL FROM pgq._workers WHERE id = %s", (worker_a,)
-    ).fetchone()[0]
+    released = admin.execute("SELECT released_at IS NOT NULL FROM pgq._workers WHERE id = %s", (worker_a,))
+    assert released.fetchone() == (True,)
+
+
+@pytest.mark.parametrize("ender", ["heartbeat", "unregister"])
+def test_a_claim_that_finds_its_worker_ending_takes_nothing(dsn: str, session, ender: str) -> None:
+    """The other order: the worker is being ended (not committed yet) when its claim takes a
+    job. The claim waits for the end, then finds its worker no longer alive: it fails
+    (PQ003) and the job stays queued."""
+    ep = f"ending_{ender}"
+    admin = session()
+    job_id = admin.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
+    worker_a, worker_b = register(admin, "A", [ep]), register(admin, "B", [ep])
+    if ender == "heartbeat":
+        admin.execute(
+            "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (worker_a,)
+        )
+    claimer = session()
+    with psycopg.connect(dsn) as ending:  # an open transaction: the end of worker A
+        if ender == "heartbeat":
+            assert heartbeat(ending, worker_b) == []
+        else:
+            assert ending.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0] == 0
+        with ThreadPoolExecutor(1) as pool:
+            claimed = pool.submit(claim, claimer, worker_a, [ep])
+            assert wait_until_waiting_on_lock(admin, claimer.info.backend_pid), (
+                "the claim did not wait for the end of its worker"
+            )
+            ending.commit()
+            with pytest.raises(WorkerGone):
+                try:
+                    claimed.result(timeout=30)
+                except psycopg.Error as exc:
+                    raise translate(exc) from exc
+    assert job(admin, job_id) == {"status": "queued", "deliveries": 0, "attempt": 0, "worker_id": None}
+
+
+def test_a_claim_that_takes_nothing_writes_nothing(session) -> None:
+    """An idle worker polls: a claim with nothing due locks no row (a lock is a write, and
+    the commit of a transaction that wrote waits for a WAL flush)."""
+    c = session()
+    worker = register(c, "idle", ["idle_ep"])
+    with c.transaction():
+        assert claim(c, worker, ["idle_ep"], 10) == []
+        assert c.execute("SELECT pg_current_xact_id_if_assigned()").fetchone() == (None,)
