@@ -310,10 +310,6 @@ BEGIN
         ORDER BY k.priority DESC, k.run_at, k.id;
     END IF;
 
-    -- The claim marks: after a claim that took jobs, move them past what was claimed
-    -- (pgq._raise_mark, at most every 0.2 s per entrypoint; the mark lock it takes is held
-    -- until this transaction ends); and every 30 s, whether it took jobs or not, check
-    -- that no queued job was left below them (pgq._verify_mark, lock-free).
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
     -- A claim that took jobs locks its worker's row until it commits, then checks again
     -- that the worker is alive: a sweep that marks the worker dead, or its unregistration,
@@ -326,6 +322,11 @@ BEGIN
         PERFORM 1 FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
         PERFORM pgq._check_worker(worker_id);
     END IF;
+
+    -- The claim marks: after a claim that took jobs, move them past what was claimed
+    -- (pgq._raise_mark, at most every 0.2 s per entrypoint; the mark lock it takes is held
+    -- until this transaction ends); and every 30 s, whether it took jobs or not, check
+    -- that no queued job was left below them (pgq._verify_mark, lock-free).
     IF current_setting('transaction_isolation') = 'read committed' THEN
         -- One statement decides both, so that a claim with nothing due pays for one.
         SELECT

@@ -333,6 +333,25 @@ def test_a_sweep_in_progress_blocks_neither_sweeps_nor_heartbeats(dsn: str, sess
     assert rows == [("queued", 1, len(ids))]
 
 
+def _worker_to_end(admin: psycopg.Connection, ep: str, ender: str) -> tuple[str, int, uuid.UUID, uuid.UUID]:
+    """A queued job of `ep` and two workers of it, A and B; for the heartbeat ender, A has
+    been silent for an hour (B's next heartbeat finds it dead)."""
+    job_id = admin.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
+    worker_a, worker_b = register(admin, "A", [ep]), register(admin, "B", [ep])
+    if ender == "heartbeat":
+        admin.execute(
+            "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (worker_a,)
+        )
+    return ep, job_id, worker_a, worker_b
+
+
+def _end_worker(conn: psycopg.Connection, ender: str, worker_a: uuid.UUID, worker_b: uuid.UUID) -> Any:
+    """End worker A: by B's heartbeat (its sweep), or by A's unregistration."""
+    if ender == "heartbeat":
+        return heartbeat(conn, worker_b)
+    return conn.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0]
+
+
 @pytest.mark.parametrize("ender", ["heartbeat", "unregister"])
 def test_a_claim_in_flight_when_its_worker_stops_being_alive_is_given_back(
     dsn: str, session, ender: str
@@ -342,25 +361,13 @@ def test_a_claim_in_flight_when_its_worker_stops_being_alive_is_given_back(
     for the claim, so the release that follows gives its job back (before, the release
     missed it and marked the worker as holding nothing: the job stayed held by a dead
     worker that heartbeats no longer look up)."""
-    ep = f"claim_ends_{ender}"
     admin = session()
-    job_id = admin.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
-    worker_a, worker_b = register(admin, "A", [ep]), register(admin, "B", [ep])
-    if ender == "heartbeat":
-        admin.execute(
-            "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (worker_a,)
-        )
+    ep, job_id, worker_a, worker_b = _worker_to_end(admin, f"claim_ends_{ender}", ender)
     ender_conn = session()
-
-    def end() -> Any:
-        if ender == "heartbeat":
-            return heartbeat(ender_conn, worker_b)
-        return ender_conn.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0]
-
     with psycopg.connect(dsn) as claimer:  # an open transaction: the claim in flight
         assert claim(claimer, worker_a, [ep]) == [(job_id, 1)]
         with ThreadPoolExecutor(1) as pool:
-            done = pool.submit(end)
+            done = pool.submit(_end_worker, ender_conn, ender, worker_a, worker_b)
             assert wait_until_waiting_on_lock(admin, ender_conn.info.backend_pid), (
                 "the end of the worker did not wait for its claim"
             )
@@ -377,20 +384,11 @@ def test_a_claim_that_finds_its_worker_ending_takes_nothing(dsn: str, session, e
     """The other order: the worker is being ended (not committed yet) when its claim takes a
     job. The claim waits for the end, then finds its worker no longer alive: it fails
     (PQ003) and the job stays queued."""
-    ep = f"ending_{ender}"
     admin = session()
-    job_id = admin.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
-    worker_a, worker_b = register(admin, "A", [ep]), register(admin, "B", [ep])
-    if ender == "heartbeat":
-        admin.execute(
-            "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (worker_a,)
-        )
+    ep, job_id, worker_a, worker_b = _worker_to_end(admin, f"ending_{ender}", ender)
     claimer = session()
     with psycopg.connect(dsn) as ending:  # an open transaction: the end of worker A
-        if ender == "heartbeat":
-            assert heartbeat(ending, worker_b) == []
-        else:
-            assert ending.execute("SELECT pgq.unregister_worker(%s)", (worker_a,)).fetchone()[0] == 0
+        assert _end_worker(ending, ender, worker_a, worker_b) == ([] if ender == "heartbeat" else 0)
         with ThreadPoolExecutor(1) as pool:
             claimed = pool.submit(claim, claimer, worker_a, [ep])
             assert wait_until_waiting_on_lock(admin, claimer.info.backend_pid), (
