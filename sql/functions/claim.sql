@@ -52,6 +52,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_registered text[];
+    v_role name;
+    v_state text;
     v_limited text[] := '{}';
     v_allowed integer[] := '{}';
     v_queue record;
@@ -69,16 +71,30 @@ DECLARE
     v_verify text[];
     v_raise text[];
 BEGIN
-    PERFORM pgq._check_worker_role(worker_id);
-    IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
-        PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
-            'Claim 1 to 10000 jobs at a time.');
-    END IF;
-    PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
-    v_registered := pgq._check_worker(worker_id);
-    IF NOT entrypoints <@ v_registered THEN
-        PERFORM pgq._invalid('entrypoints', 'includes entrypoints the worker did not register',
-            format('This worker registered %s.', v_registered));
+    -- One read of the worker's row decides the checks of a well-formed call (an idle
+    -- worker polls often); anything else takes the checks below, which raise.
+    SELECT w.registered_by, w.state, w.entrypoints INTO v_role, v_state, v_registered
+    FROM pgq._workers AS w
+    WHERE w.id = claim.worker_id;
+    -- Entrypoints the worker registered were checked by pgq.register_worker (<@ is
+    -- false for a NULL element). IS NOT TRUE: a NULL argument takes the checks.
+    IF (
+        FOUND AND v_state = 'alive' AND (v_role IS NULL OR v_role = session_user)
+        AND batch_size BETWEEN 1 AND 10000
+        AND cardinality(entrypoints) BETWEEN 1 AND 1000 AND array_ndims(entrypoints) = 1
+        AND entrypoints <@ v_registered
+    ) IS NOT TRUE THEN
+        PERFORM pgq._check_worker_role(worker_id);
+        IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
+            PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
+                'Claim 1 to 10000 jobs at a time.');
+        END IF;
+        PERFORM pgq._check_entrypoints('entrypoints', entrypoints);
+        v_registered := pgq._check_worker(worker_id);
+        IF NOT entrypoints <@ v_registered THEN
+            PERFORM pgq._invalid('entrypoints', 'includes entrypoints the worker did not register',
+                format('This worker registered %s.', v_registered));
+        END IF;
     END IF;
 
     -- Limits: lock the settings rows in a fixed order (no deadlocks), then count running
@@ -143,43 +159,57 @@ BEGIN
         v_allowed := v_allowed || v_allow;
     END LOOP;
 
-    -- Two statements, so that claims without keyed jobs run (and cache) the same plan as
-    -- before keys existed. That plan must be good as a generic plan (PL/pgSQL caches one
-    -- instead of planning each call, a tenth of the claim's cost): the batch is updated by
-    -- an array of ids, which walks the primary key whatever the planner assumes of the
-    -- batch size (a join with the candidates turns into a hash join over the whole table
-    -- when it guesses large).
-    IF cardinality(v_keyed_ids) = 0 THEN
+    -- Three statements, each cached as one generic plan (PL/pgSQL would otherwise plan
+    -- each call, a tenth of the claim's cost), so that each kind of claim initializes only
+    -- the plan it needs (starting a plan costs in proportion to its nodes, on every call):
+    -- entrypoints without limits, keys or rates (most claims, and every idle poll); limits
+    -- without keyed jobs claimed (the same plan as before keys existed); keyed jobs chosen
+    -- by pgq._claim_keyed. Each must be good as a generic plan: the batch is updated by an
+    -- array of ids, which walks the primary key whatever the planner assumes of the batch
+    -- size (a join with the candidates turns into a hash join over the whole table when it
+    -- guesses large). pgq._open_entrypoints (inlined) says where each entrypoint's scan
+    -- starts.
+    IF cardinality(v_limited) = 0 THEN
+        RETURN QUERY
+        WITH allowance AS (
+            SELECT s.* FROM pgq._open_entrypoints(entrypoints) AS s
+        ),
+        candidates AS (
+            SELECT c.id
+            FROM allowance AS a
+            CROSS JOIN LATERAL (
+                SELECT j.id, j.priority, j.run_at
+                FROM pgq._jobs AS j
+                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
+                  AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
+                ORDER BY -j.priority::bigint, j.run_at, j.id
+                LIMIT claim.batch_size
+                FOR UPDATE SKIP LOCKED
+            ) AS c
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT claim.batch_size
+        ),
+        claimed AS (
+            UPDATE pgq._jobs AS j
+            SET status = 'running', worker_id = claim.worker_id, deliveries = j.deliveries + 1, started_at = now()
+            WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
+            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
+                      j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key
+        )
+        SELECT k.id, k.entrypoint, k.payload, k.headers, k.priority, k.attempt, k.deliveries, k.enqueued_at,
+               k.run_at, coalesce(k.max_attempts, a.max_attempts), a.timeout, k.concurrency_key
+        FROM claimed AS k
+        JOIN allowance AS a ON a.ep = k.entrypoint
+        ORDER BY k.priority DESC, k.run_at, k.id;
+    ELSIF cardinality(v_keyed_ids) = 0 THEN
         RETURN QUERY
         WITH allowance AS (
             SELECT
-                e.ep,
-                CASE WHEN e.ep = ANY (v_keyed) THEN 0
-                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
-                coalesce(q.timeout, d.timeout) AS timeout,
-                coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
-                -- Where the scan starts (pgq._raise_mark): the lesser of the mark and the
-                -- lowest of its lows; the front without a mark (below any -priority; ids
-                -- start at 1).
-                CASE WHEN m.id IS NULL THEN -2147483648 WHEN lo.below THEN lo.neg_priority
-                     ELSE m.neg_priority END AS from_np,
-                CASE WHEN m.id IS NULL THEN '-infinity' WHEN lo.below THEN lo.run_at ELSE m.run_at END AS from_run,
-                CASE WHEN m.id IS NULL THEN 0 WHEN lo.below THEN lo.id ELSE m.id END AS from_id
-            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
-            -- Once, not per row: a function returning a record is not folded to a constant.
-            CROSS JOIN pgq._defaults() AS d
-            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
-            LEFT JOIN LATERAL (
-                SELECT l.neg_priority, l.run_at, l.id,
-                       ROW(l.neg_priority, l.run_at, l.id) < ROW(m.neg_priority, m.run_at, m.id) AS below
-                FROM pgq._mark_lows AS l
-                WHERE l.entrypoint = e.ep
-                ORDER BY l.neg_priority, l.run_at, l.id
-                LIMIT 1
-            ) AS lo ON TRUE
-            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
-            WHERE NOT coalesce(q.paused, FALSE)
+                s.*,
+                CASE WHEN s.ep = ANY (v_keyed) THEN 0
+                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n
+            FROM pgq._open_entrypoints(entrypoints) AS s
+            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = s.ep
         ),
         candidates AS (
             SELECT c.id
@@ -230,33 +260,11 @@ BEGIN
         RETURN QUERY
         WITH allowance AS (
             SELECT
-                e.ep,
-                CASE WHEN e.ep = ANY (v_keyed) THEN 0
-                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n,
-                coalesce(q.timeout, d.timeout) AS timeout,
-                coalesce(q.max_attempts, d.max_attempts) AS max_attempts,
-                -- Where the scan starts (pgq._raise_mark): the lesser of the mark and the
-                -- lowest of its lows; the front without a mark (below any -priority; ids
-                -- start at 1).
-                CASE WHEN m.id IS NULL THEN -2147483648 WHEN lo.below THEN lo.neg_priority
-                     ELSE m.neg_priority END AS from_np,
-                CASE WHEN m.id IS NULL THEN '-infinity' WHEN lo.below THEN lo.run_at ELSE m.run_at END AS from_run,
-                CASE WHEN m.id IS NULL THEN 0 WHEN lo.below THEN lo.id ELSE m.id END AS from_id
-            FROM (SELECT DISTINCT u.ep FROM unnest(entrypoints) AS u (ep)) AS e
-            -- Once, not per row: a function returning a record is not folded to a constant.
-            CROSS JOIN pgq._defaults() AS d
-            LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-            LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
-            LEFT JOIN LATERAL (
-                SELECT l.neg_priority, l.run_at, l.id,
-                       ROW(l.neg_priority, l.run_at, l.id) < ROW(m.neg_priority, m.run_at, m.id) AS below
-                FROM pgq._mark_lows AS l
-                WHERE l.entrypoint = e.ep
-                ORDER BY l.neg_priority, l.run_at, l.id
-                LIMIT 1
-            ) AS lo ON TRUE
-            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = e.ep
-            WHERE NOT coalesce(q.paused, FALSE)
+                s.*,
+                CASE WHEN s.ep = ANY (v_keyed) THEN 0
+                     ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n
+            FROM pgq._open_entrypoints(entrypoints) AS s
+            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = s.ep
         ),
         candidates AS (
             SELECT c.id, c.priority, c.run_at
