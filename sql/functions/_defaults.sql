@@ -1,5 +1,5 @@
--- pgq._defaults(): the settings of an entrypoint that pgq.configure never touched, and the
--- fallback for every setting left NULL. One place, so code and docs cannot disagree.
+-- pgq._defaults(): the row of pgq._default_settings() as one record, for expressions such
+-- as (pgq._defaults()).lease. In FROM, pgq._default_settings() costs nothing (inlined).
 CREATE OR REPLACE FUNCTION pgq._defaults(
     OUT max_attempts integer,
     OUT backoff_base interval,
@@ -15,12 +15,7 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
     SELECT
-        5,
-        interval '1 second',
-        interval '1 hour',
-        interval '30 seconds',
-        interval '1 hour',
-        interval '7 days',
-        10,
-        100
+        d.max_attempts, d.backoff_base, d.backoff_max, d.lease, d.timeout, d.retention, d.max_deliveries,
+        d.max_snoozes
+    FROM pgq._default_settings() AS d
 $$;

@@ -31,12 +31,12 @@ DECLARE
 BEGIN
     SELECT j.* INTO v_job FROM pgq._jobs AS j WHERE j.id = _fail.job_id;
     SELECT
-        coalesce(v_job.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts),
-        coalesce(q.backoff_base, (pgq._defaults()).backoff_base),
-        coalesce(q.backoff_max, (pgq._defaults()).backoff_max),
+        coalesce(v_job.max_attempts, q.max_attempts, d.max_attempts),
+        coalesce(q.backoff_base, d.backoff_base),
+        coalesce(q.backoff_max, d.backoff_max),
         q.concurrency IS NOT NULL OR q.key_concurrency IS NOT NULL
     INTO v_max, v_base, v_cap, v_limited
-    FROM (SELECT 1) AS one
+    FROM pgq._default_settings() AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;
 
     IF v_job.cancel_requested THEN

@@ -20,12 +20,13 @@ STABLE
 AS $$
     SELECT
         e.ep,
-        coalesce(q.timeout, (pgq._defaults()).timeout),
-        coalesce(q.max_attempts, (pgq._defaults()).max_attempts),
+        coalesce(q.timeout, d.timeout),
+        coalesce(q.max_attempts, d.max_attempts),
         CASE WHEN m.id IS NULL THEN -2147483648 WHEN lo.below THEN lo.neg_priority ELSE m.neg_priority END,
         CASE WHEN m.id IS NULL THEN '-infinity' WHEN lo.below THEN lo.run_at ELSE m.run_at END,
         CASE WHEN m.id IS NULL THEN 0 WHEN lo.below THEN lo.id ELSE m.id END
     FROM (SELECT DISTINCT u.ep FROM pg_catalog.unnest(entrypoints) AS u (ep)) AS e
+    CROSS JOIN pgq._default_settings() AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
     LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
     LEFT JOIN LATERAL (

@@ -34,8 +34,9 @@ BEGIN
     SET state = 'dead', stopped_at = now()
     WHERE w.state = 'alive'
       AND w.heartbeat_at < now() - greatest(w.lease, (
-          SELECT min(coalesce(q.lease, (pgq._defaults()).lease))
+          SELECT min(coalesce(q.lease, d.lease))
           FROM unnest(w.entrypoints) AS e (ep)
+          CROSS JOIN pgq._default_settings() AS d
           LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
       ));
 

@@ -62,7 +62,9 @@ BEGIN
                _release.lost AND cap.n > 0 AND k.lost + 1 >= cap.n AS poisoned, cap.n AS cap
         FROM pgq._jobs AS k
         LEFT JOIN pgq._queues AS q ON q.entrypoint = k.entrypoint
-        CROSS JOIN LATERAL (SELECT coalesce(q.max_deliveries, (pgq._defaults()).max_deliveries) AS n) AS cap
+        CROSS JOIN LATERAL (
+            SELECT coalesce(q.max_deliveries, d.max_deliveries) AS n FROM pgq._default_settings() AS d
+        ) AS cap
         -- Held means running (_jobs_held_check), and by the primary key: a test of status
         -- would let the planner walk the running index (see pgq.fail).
         WHERE k.id = ANY (v_ids) AND k.worker_id IS NOT NULL

@@ -13,17 +13,17 @@ SET enable_sort = off
 AS $$
     WITH shortest AS (
         SELECT least(d.timeout + d.lease, min(coalesce(q.timeout, d.timeout) + coalesce(q.lease, d.lease))) AS span
-        FROM pgq._defaults() AS d
+        FROM pgq._default_settings() AS d
         LEFT JOIN pgq._queues AS q ON TRUE
         GROUP BY d.timeout, d.lease
     )
-    SELECT j.id, coalesce(q.timeout, (pgq._defaults()).timeout)
+    SELECT j.id, coalesce(q.timeout, d.timeout)
     FROM pgq._jobs AS j
+    CROSS JOIN pgq._default_settings() AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = j.entrypoint
     WHERE j.status = 'running'
       AND j.started_at < now() - (SELECT s.span FROM shortest AS s)
-      AND j.started_at < now() - coalesce(q.timeout, (pgq._defaults()).timeout)
-          - coalesce(q.lease, (pgq._defaults()).lease)
+      AND j.started_at < now() - coalesce(q.timeout, d.timeout) - coalesce(q.lease, d.lease)
     ORDER BY j.started_at
     FOR UPDATE OF j SKIP LOCKED
 $$;

@@ -327,8 +327,10 @@ BEGIN
     -- claim that took nothing writes nothing (no lock), so an idle worker's polls cost no
     -- WAL flush.
     IF v_claimed > 0 THEN
-        PERFORM 1 FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
-        PERFORM pgq._check_worker(worker_id);
+        SELECT w.state INTO v_state FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
+        IF v_state IS DISTINCT FROM 'alive' THEN
+            PERFORM pgq._check_worker(worker_id);
+        END IF;
     END IF;
 
     -- The claim marks: after a claim that took jobs, move them past what was claimed

@@ -30,8 +30,9 @@ BEGIN
     UPDATE pgq._workers AS w
     SET heartbeat_at = now(),
         lease = (
-            SELECT min(coalesce(q.lease, (pgq._defaults()).lease))
+            SELECT min(coalesce(q.lease, d.lease))
             FROM unnest(w.entrypoints) AS e (ep)
+            CROSS JOIN pgq._default_settings() AS d
             LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
         )
     WHERE w.id = heartbeat.worker_id AND w.state = 'alive';

@@ -51,10 +51,10 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    SELECT coalesce(q.max_snoozes, (pgq._defaults()).max_snoozes),
+    SELECT coalesce(q.max_snoozes, d.max_snoozes),
            q.concurrency IS NOT NULL OR q.key_concurrency IS NOT NULL
     INTO v_cap, v_limited
-    FROM (SELECT 1) AS one
+    FROM pgq._default_settings() AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;
     IF v_job.cancel_requested OR v_job.snoozes >= v_cap THEN
         RETURN pgq._fail(v_job.id,

@@ -10,7 +10,7 @@ SELECT
     j.run_at,
     j.attempt,
     j.deliveries,
-    coalesce(j.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts) AS max_attempts,
+    coalesce(j.max_attempts, q.max_attempts, d.max_attempts) AS max_attempts,
     j.enqueued_at,
     j.started_at,
     j.worker_id,
@@ -23,6 +23,8 @@ SELECT
     j.concurrency_key,
     j.snoozes
 FROM pgq._jobs AS j
-LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint;
+LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint
+-- Inlined: constants (pgq._defaults() would run once per job listed).
+CROSS JOIN pgq._default_settings() AS d;
 
 COMMENT ON VIEW pgq.jobs IS 'Live jobs: queued, waiting, running and dead.';

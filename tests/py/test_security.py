@@ -72,6 +72,7 @@ INVOKER_FUNCTIONS = {"enqueue_trigger", "version"}
 # Internal functions: none, except what the views call (grants.sql says why).
 INTERNAL_FUNCTIONS: dict[str, set[str]] = {
     "_defaults": {PRODUCER, WORKER, ADMIN},
+    "_default_settings": {PRODUCER, WORKER, ADMIN},
     "_queue_counts": {WORKER, ADMIN},
 }
 # View -> the kinds of role that may SELECT from it (and nothing else).
