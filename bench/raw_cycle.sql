@@ -1,7 +1,8 @@
 -- pgbench script: one claim -> complete cycle of a worker, as plain SQL, in the two
--- transactions pgq uses (claim commits, then completion commits). :batch is set with
--- `pgbench -D batch=N`; :client_id is pgbench's own. Run with -M prepared, so :ids is
--- sent as a parameter.
+-- transactions pgq uses (claim commits, then completion commits). The claimed rows are
+-- rendered as text, as a worker receives them (pgq_cycle.sql does the same). :batch is
+-- set with `pgbench -D batch=N`; :client_id is pgbench's own. Run with -M prepared, so
+-- :ids is sent as a parameter.
 WITH candidates AS (
     SELECT j.id
     FROM raw_jobs AS j
@@ -16,9 +17,9 @@ claimed AS (
         deliveries = j.deliveries + 1, started_at = now()
     FROM candidates AS c
     WHERE j.id = c.id
-    RETURNING j.id
+    RETURNING j.id, j.entrypoint, j.payload, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.run_at
 )
-SELECT coalesce(array_agg(id)::text, '{}') AS ids FROM claimed \gset
+SELECT coalesce(array_agg(c.id)::text, '{}') AS ids, sum(length(c::text)) AS bytes FROM claimed AS c \gset
 WITH done AS (
     DELETE FROM raw_jobs AS j
     WHERE j.id = ANY (:ids::bigint[]) AND j.worker_id = md5(:client_id::text)::uuid

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from .db import (
     BenchError,
     Processes,
@@ -30,7 +32,7 @@ from .db import (
     to_url,
     wait_for,
 )
-from .drain import Probes, measure_drain
+from .drain import CpuMeter, Probes, measure_drain
 from .scenarios import latency_summary
 
 PACKAGES = ["pgqueuer", "asyncpg", "uvloop"]
@@ -238,22 +240,26 @@ class Peer:
                 wait_for("the PgQueuer worker", lambda: _ledger_has(ledger, first, procs), timeout=60)
                 time.sleep(1.0)
                 note(f"peer latency: {rate:.0f} jobs/s for {seconds} s")
-                r = self.client(
-                    *("latency", "--dsn", dsn, "--rate", str(rate), "--seconds", str(seconds)),
-                    timeout=seconds + 120,
-                )
-                committed = {int(k): float(v) for k, v in r["committed"].items()}
-                wait_for(
-                    "PgQueuer's handlers",
-                    lambda: _ledger_has(ledger, {str(k) for k in committed}, procs),
-                    timeout=30,
-                    interval=0.1,
-                )
+                with psycopg.connect(libpq_dsn, autocommit=True) as meter:
+                    # The worker and every backend (the producer's too), as for pgq.
+                    cpu = CpuMeter(meter, lambda: [p.pid for p in procs.procs])
+                    r = self.client(
+                        *("latency", "--dsn", dsn, "--rate", str(rate), "--seconds", str(seconds)),
+                        timeout=seconds + 120,
+                    )
+                    committed = {int(k): float(v) for k, v in r["committed"].items()}
+                    wait_for(
+                        "PgQueuer's handlers",
+                        lambda: _ledger_has(ledger, {str(k) for k in committed}, procs),
+                        timeout=30,
+                        interval=0.1,
+                    )
+                    cpu_use = cpu.result(len(committed))
         started = {}
         for line in ledger.read_text().splitlines():
             job_id, when = line.split()
             started.setdefault(int(job_id), float(when))
-        return {**latency_summary(committed, started, rate), "batch_size": batch_size}
+        return {**latency_summary(committed, started, rate), "batch_size": batch_size, "cpu": cpu_use}
 
 
 def _ledger_has(path: Path, ids: set[str], procs: Processes) -> bool:

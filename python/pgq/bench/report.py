@@ -282,7 +282,7 @@ def render(results: dict[str, Any]) -> str:
             ]
         )
     lines += _table(rows)
-    cpu_rows = [["CPU per job (busy run)", "client processes", "PostgreSQL backends", "other load"]]
+    cpu_rows = [["CPU per job", "client processes", "PostgreSQL backends", "other load"]]
     for label, node in [
         ("raw limit (pgbench)", s.get("raw")),
         ("pgq SQL cycle (pgbench)", s.get("sql")),
@@ -292,6 +292,8 @@ def render(results: dict[str, Any]) -> str:
         ("PgQueuer drain (workers)", _get(s, "peer", "drain")),
         ("pgq drain, held xmin", s.get("xmin")),
         ("pgq drain, held xmin, large", s.get("xmin_large")),
+        ("pgq at the latency run's trickle", s.get("latency")),
+        ("PgQueuer at the same trickle", _get(s, "peer", "latency")),
     ]:
         cpu = (node or {}).get("cpu") if isinstance(node, dict) else None
         if cpu:

@@ -28,7 +28,7 @@ from .db import (
     settle,
     wait_for,
 )
-from .drain import Probes, measure_drain, pgbench_drain
+from .drain import CpuMeter, Probes, measure_drain, pgbench_drain
 
 PAYLOAD = '{"n": 1}'
 
@@ -443,7 +443,9 @@ def client_enqueue(dsn: str, *, clients: int, per_call: int, seconds: float) -> 
 
 
 def latency(server: Server, *, seconds: int, rate: float) -> dict[str, Any]:
-    """One idle worker; jobs enqueued one per transaction at `rate`/s; commit -> handler start."""
+    """One idle worker; jobs enqueued one per transaction at `rate`/s; commit -> handler start.
+    Also the CPU per job at this trickle (claims of one job, polls that find nothing): the
+    worker process and every backend of the database, the producer's included."""
     ledger = server.log_dir / "latency-ledger.txt"
     ledger.parent.mkdir(parents=True, exist_ok=True)
     ledger.write_text("")
@@ -453,8 +455,13 @@ def latency(server: Server, *, seconds: int, rate: float) -> dict[str, Any]:
         wait_for("the pgq worker", _ready(dsn, procs, 1), timeout=60)
         time.sleep(0.5)  # idle: past its first empty claim
         total = max(1, int(seconds * rate))
-        with Client(dsn, min_size=1, max_size=1) as client, progress(total, "latency: enqueuing") as bar:
+        with (
+            Client(dsn, min_size=1, max_size=1) as client,
+            psycopg.connect(dsn, autocommit=True) as meter,
+            progress(total, "latency: enqueuing") as bar,
+        ):
             client.job_status(0)  # connect before the clock starts
+            cpu = CpuMeter(meter, lambda: [p.pid for p in procs.procs])
             start = time.monotonic()
             for i in range(total):
                 pause = start + i / rate - time.monotonic()
@@ -463,8 +470,9 @@ def latency(server: Server, *, seconds: int, rate: float) -> dict[str, Any]:
                 job_id = client.enqueue(ENTRYPOINT, {"n": i})
                 committed[job_id] = time.time()
                 bar.update(1)
-        wait_for("the handlers", lambda: len(_read_ledger(ledger)) >= total, timeout=30, interval=0.1)
-    return latency_summary(committed, _read_ledger(ledger), rate)
+            wait_for("the handlers", lambda: len(_read_ledger(ledger)) >= total, timeout=30, interval=0.1)
+            cpu_use = cpu.result(total)
+    return {**latency_summary(committed, _read_ledger(ledger), rate), "cpu": cpu_use}
 
 
 def _read_ledger(path: Path) -> dict[int, float]:
