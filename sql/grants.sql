@@ -92,9 +92,6 @@ TO pgq_admin;
 GRANT EXECUTE ON FUNCTION pgq.stats(interval) TO pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION pgq.version() TO pgq_producer, pgq_worker, pgq_admin;
 
--- The views call pgq._defaults() and pgq._default_settings(), constants: their readers
--- need to execute them.
-GRANT EXECUTE ON FUNCTION pgq._defaults(), pgq._default_settings() TO pgq_producer, pgq_worker, pgq_admin;
 -- pgq.queues counts through pgq._queue_counts (SECURITY DEFINER: it reads pgq._jobs and its
 -- statistics), checked against the querying role too: the readers of pgq.queues run it.
 GRANT EXECUTE ON FUNCTION pgq._queue_counts(integer) TO pgq_worker, pgq_admin;

@@ -1,31 +1,20 @@
--- pgq._default_settings(): the settings of an entrypoint that pgq.configure never touched,
--- and the fallback for every setting left NULL: one row. One place, so code and docs cannot
+-- pgq._default_settings: the settings of an entrypoint that pgq.configure never touched, and
+-- the fallback for every setting left NULL: one row. One place, so code and docs cannot
 -- disagree (pgq._defaults() returns the same row as a record).
--- A set-returning SQL function (STABLE or IMMUTABLE, no SET clause, not STRICT) is inlined
--- where it is read in FROM: the planner sees constants. A function returning a record is
--- never folded, and each call of it costs tens of microseconds: the claim reads this one.
-CREATE OR REPLACE FUNCTION pgq._default_settings()
-RETURNS TABLE (
-    max_attempts integer,
-    backoff_base interval,
-    backoff_max interval,
-    lease interval,
-    timeout interval,
-    retention interval,
-    max_deliveries integer,
-    max_snoozes integer
-)
-LANGUAGE sql
-IMMUTABLE
-PARALLEL SAFE
-AS $$
-    SELECT
-        5,
-        interval '1 second',
-        interval '1 hour',
-        interval '30 seconds',
-        interval '1 hour',
-        interval '7 days',
-        10,
-        100
-$$;
+-- A view of constants, so that reading it costs nothing: the planner sees the constants
+-- (a function returning a record is never folded, and each call of it costs tens of
+-- microseconds), and a view that reads it needs no privilege of its readers. It is created
+-- with the functions, not the views: SQL functions that read it are checked at creation.
+CREATE OR REPLACE VIEW pgq._default_settings AS
+SELECT
+    5 AS max_attempts,
+    interval '1 second' AS backoff_base,
+    interval '1 hour' AS backoff_max,
+    interval '30 seconds' AS lease,
+    interval '1 hour' AS timeout,
+    interval '7 days' AS retention,
+    10 AS max_deliveries,
+    100 AS max_snoozes;
+
+COMMENT ON VIEW pgq._default_settings IS
+'Internal: the default settings of every entrypoint (one row of constants; pgq.settings shows the effective values).';

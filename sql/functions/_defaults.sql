@@ -1,5 +1,6 @@
--- pgq._defaults(): the row of pgq._default_settings() as one record, for expressions such
--- as (pgq._defaults()).lease. In FROM, pgq._default_settings() costs nothing (inlined).
+-- pgq._defaults(): the row of the view pgq._default_settings as one record, for
+-- expressions such as (pgq._defaults()).lease in rarely run statements. Hot paths read the
+-- view (constants to the planner); each call of this function costs tens of microseconds.
 CREATE OR REPLACE FUNCTION pgq._defaults(
     OUT max_attempts integer,
     OUT backoff_base interval,
@@ -17,5 +18,5 @@ AS $$
     SELECT
         d.max_attempts, d.backoff_base, d.backoff_max, d.lease, d.timeout, d.retention, d.max_deliveries,
         d.max_snoozes
-    FROM pgq._default_settings() AS d
+    FROM pgq._default_settings AS d
 $$;

@@ -36,7 +36,7 @@ BEGIN
         coalesce(q.backoff_max, d.backoff_max),
         q.concurrency IS NOT NULL OR q.key_concurrency IS NOT NULL
     INTO v_max, v_base, v_cap, v_limited
-    FROM pgq._default_settings() AS d
+    FROM pgq._default_settings AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;
 
     IF v_job.cancel_requested THEN

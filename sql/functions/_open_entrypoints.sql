@@ -26,7 +26,7 @@ AS $$
         CASE WHEN m.id IS NULL THEN '-infinity' WHEN lo.below THEN lo.run_at ELSE m.run_at END,
         CASE WHEN m.id IS NULL THEN 0 WHEN lo.below THEN lo.id ELSE m.id END
     FROM (SELECT DISTINCT u.ep FROM pg_catalog.unnest(entrypoints) AS u (ep)) AS e
-    CROSS JOIN pgq._default_settings() AS d
+    CROSS JOIN pgq._default_settings AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
     LEFT JOIN pgq._marks AS m ON m.entrypoint = e.ep
     LEFT JOIN LATERAL (

@@ -36,7 +36,7 @@ BEGIN
       AND w.heartbeat_at < now() - greatest(w.lease, (
           SELECT min(coalesce(q.lease, d.lease))
           FROM unnest(w.entrypoints) AS e (ep)
-          CROSS JOIN pgq._default_settings() AS d
+          CROSS JOIN pgq._default_settings AS d
           LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
       ));
 

@@ -63,7 +63,7 @@ BEGIN
         FROM pgq._jobs AS k
         LEFT JOIN pgq._queues AS q ON q.entrypoint = k.entrypoint
         CROSS JOIN LATERAL (
-            SELECT coalesce(q.max_deliveries, d.max_deliveries) AS n FROM pgq._default_settings() AS d
+            SELECT coalesce(q.max_deliveries, d.max_deliveries) AS n FROM pgq._default_settings AS d
         ) AS cap
         -- Held means running (_jobs_held_check), and by the primary key: a test of status
         -- would let the planner walk the running index (see pgq.fail).

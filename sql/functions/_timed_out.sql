@@ -13,13 +13,13 @@ SET enable_sort = off
 AS $$
     WITH shortest AS (
         SELECT least(d.timeout + d.lease, min(coalesce(q.timeout, d.timeout) + coalesce(q.lease, d.lease))) AS span
-        FROM pgq._default_settings() AS d
+        FROM pgq._default_settings AS d
         LEFT JOIN pgq._queues AS q ON TRUE
         GROUP BY d.timeout, d.lease
     )
     SELECT j.id, coalesce(q.timeout, d.timeout)
     FROM pgq._jobs AS j
-    CROSS JOIN pgq._default_settings() AS d
+    CROSS JOIN pgq._default_settings AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = j.entrypoint
     WHERE j.status = 'running'
       AND j.started_at < now() - (SELECT s.span FROM shortest AS s)

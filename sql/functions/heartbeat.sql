@@ -32,7 +32,7 @@ BEGIN
         lease = (
             SELECT min(coalesce(q.lease, d.lease))
             FROM unnest(w.entrypoints) AS e (ep)
-            CROSS JOIN pgq._default_settings() AS d
+            CROSS JOIN pgq._default_settings AS d
             LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
         )
     WHERE w.id = heartbeat.worker_id AND w.state = 'alive';

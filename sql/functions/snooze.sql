@@ -54,7 +54,7 @@ BEGIN
     SELECT coalesce(q.max_snoozes, d.max_snoozes),
            q.concurrency IS NOT NULL OR q.key_concurrency IS NOT NULL
     INTO v_cap, v_limited
-    FROM pgq._default_settings() AS d
+    FROM pgq._default_settings AS d
     LEFT JOIN pgq._queues AS q ON q.entrypoint = v_job.entrypoint;
     IF v_job.cancel_requested OR v_job.snoozes >= v_cap THEN
         RETURN pgq._fail(v_job.id,

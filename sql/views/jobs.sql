@@ -25,6 +25,6 @@ SELECT
 FROM pgq._jobs AS j
 LEFT JOIN pgq._queues AS q ON j.entrypoint = q.entrypoint
 -- Inlined: constants (pgq._defaults() would run once per job listed).
-CROSS JOIN pgq._default_settings() AS d;
+CROSS JOIN pgq._default_settings AS d;
 
 COMMENT ON VIEW pgq.jobs IS 'Live jobs: queued, waiting, running and dead.';

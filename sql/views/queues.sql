@@ -30,7 +30,7 @@ SELECT
     coalesce(c.approximate, FALSE) AS approximate
 FROM pgq._queue_counts() AS c
 FULL JOIN pgq._queues AS q ON c.entrypoint = q.entrypoint
-CROSS JOIN pgq._default_settings() AS d
+CROSS JOIN pgq._default_settings AS d
 ORDER BY coalesce(c.entrypoint, q.entrypoint);
 
 COMMENT ON VIEW pgq.queues IS

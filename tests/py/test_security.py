@@ -71,8 +71,6 @@ FUNCTIONS: dict[str, set[str]] = {
 INVOKER_FUNCTIONS = {"enqueue_trigger", "version"}
 # Internal functions: none, except what the views call (grants.sql says why).
 INTERNAL_FUNCTIONS: dict[str, set[str]] = {
-    "_defaults": {PRODUCER, WORKER, ADMIN},
-    "_default_settings": {PRODUCER, WORKER, ADMIN},
     "_queue_counts": {WORKER, ADMIN},
 }
 # View -> the kinds of role that may SELECT from it (and nothing else).
@@ -82,6 +80,8 @@ VIEWS: dict[str, set[str]] = {
     "jobs": {ADMIN},
     "outcomes": {ADMIN},
     "schedules": {ADMIN},
+    # The default settings, read by pgq's functions and views (as their owner): nobody.
+    "_default_settings": set(),
 }
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 SEQUENCE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")

@@ -155,7 +155,8 @@ SELECT results_eq(
 );
 
 -- Privileges.
--- pgq.queues and pgq.jobs call pgq._defaults(), checked against the querying role.
+-- pgq.queues and pgq.jobs read pgq._default_settings and pgq._jobs as their owner; pgq.queues
+-- also calls pgq._queue_counts, checked against the querying role.
 SET ROLE pgq_admin;
 SELECT lives_ok($$SELECT * FROM pgq.queues$$, 'pgq_admin can read pgq.queues');
 SELECT lives_ok($$SELECT * FROM pgq.jobs$$, 'pgq_admin can read pgq.jobs');

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,42 @@ class CpuMeter:
         busy = (total - self.machine[0] - (idle - self.machine[1])) / os.sysconf("SC_CLK_TCK")
         out["others_cores"] = round(max(0.0, busy - ours) / elapsed, 2)
         return out
+
+
+class SampledCpu:
+    """A CpuMeter sampled every `interval` s by a thread until result(), so that a backend
+    that comes and goes in between (a producer's) is counted too."""
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], clients: Callable[[], list[int]], interval: float
+    ) -> None:
+        self.meter = CpuMeter(conn, clients)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, args=(interval,), name="cpu-sampler", daemon=True)
+        self.thread.start()
+
+    def _sample(self, interval: float) -> None:
+        while not self.done.wait(interval):
+            self.meter.sample()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def result(self, jobs: int) -> dict[str, float] | None:
+        self.stop()
+        return self.meter.result(jobs)
+
+
+@contextmanager
+def sampled_cpu(dsn: str, clients: Callable[[], list[int]], interval: float = 0.1) -> Iterator[SampledCpu]:
+    """A SampledCpu on a connection of its own; call its result() inside the block."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cpu = SampledCpu(conn, clients, interval)
+        try:
+            yield cpu
+        finally:
+            cpu.stop()
 
 
 def pgbench_drain(

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from .db import (
     BenchError,
     Processes,
@@ -32,7 +30,7 @@ from .db import (
     to_url,
     wait_for,
 )
-from .drain import CpuMeter, Probes, measure_drain
+from .drain import Probes, measure_drain, sampled_cpu
 from .scenarios import latency_summary
 
 PACKAGES = ["pgqueuer", "asyncpg", "uvloop"]
@@ -240,9 +238,9 @@ class Peer:
                 wait_for("the PgQueuer worker", lambda: _ledger_has(ledger, first, procs), timeout=60)
                 time.sleep(1.0)
                 note(f"peer latency: {rate:.0f} jobs/s for {seconds} s")
-                with psycopg.connect(libpq_dsn, autocommit=True) as meter:
-                    # The worker and every backend (the producer's too), as for pgq.
-                    cpu = CpuMeter(meter, lambda: [p.pid for p in procs.procs])
+                # The worker and every backend (the producer's too, sampled while it runs), as
+                # for pgq.
+                with sampled_cpu(libpq_dsn, lambda: [p.pid for p in procs.procs]) as cpu:
                     r = self.client(
                         *("latency", "--dsn", dsn, "--rate", str(rate), "--seconds", str(seconds)),
                         timeout=seconds + 120,

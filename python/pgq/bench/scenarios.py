@@ -28,7 +28,7 @@ from .db import (
     settle,
     wait_for,
 )
-from .drain import CpuMeter, Probes, measure_drain, pgbench_drain
+from .drain import Probes, measure_drain, pgbench_drain, sampled_cpu
 
 PAYLOAD = '{"n": 1}'
 
@@ -457,11 +457,10 @@ def latency(server: Server, *, seconds: int, rate: float) -> dict[str, Any]:
         total = max(1, int(seconds * rate))
         with (
             Client(dsn, min_size=1, max_size=1) as client,
-            psycopg.connect(dsn, autocommit=True) as meter,
+            sampled_cpu(dsn, lambda: [p.pid for p in procs.procs]) as cpu,
             progress(total, "latency: enqueuing") as bar,
         ):
             client.job_status(0)  # connect before the clock starts
-            cpu = CpuMeter(meter, lambda: [p.pid for p in procs.procs])
             start = time.monotonic()
             for i in range(total):
                 pause = start + i / rate - time.monotonic()
