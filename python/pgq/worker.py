@@ -242,6 +242,13 @@ class Worker:
         self._spans = False  # whether handlers run in OpenTelemetry spans (pgq.tracing)
         self._lease = 30.0
         self._poll = self.poll_interval
+        # Whether an entrypoint has a concurrency limit (its own or per key): a settled job
+        # may free a slot there. Until the settings are read, assume so.
+        self._limited = True
+        # The last claim took fewer jobs than it asked for: nothing else was due (or free of
+        # other claims' locks). Until a NOTIFY or the poll, a claim when one of our jobs ends
+        # or settles would find nothing either (at a trickle, two empty claims per job).
+        self._drained = False
         # No server-side prepared statements: they break behind PgBouncer in transaction
         # mode, and every statement here is a call of a function whose plans are cached.
         # UTF-8 whatever the role, database or PGCLIENTENCODING say: jsonb arrives in the
@@ -378,11 +385,13 @@ class Worker:
 
     async def _refresh_settings(self) -> None:
         rows = await self._sql(
-            "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate"
+            "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
+            " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
             " FROM pgq.settings(entrypoints => %s::text[])",
             (self.entrypoints,),
         )
         self._lease = rows[0]["lease"]
+        self._limited = bool(rows[0]["limited"])
         # A rate-limited entrypoint earns a token every 1/rate seconds and no NOTIFY says so:
         # poll about that often (each claim then takes what the bucket holds).
         rate = rows[0]["rate"]
@@ -445,6 +454,7 @@ class Worker:
                 delay = min(delay * 2, 30.0)
                 continue
             delay = 0.1
+            self._drained = len(runs) < wanted
             if len(runs) < wanted:
                 # Drained (or at a limit): sleep until a NOTIFY, a freed slot or a settled
                 # job wakes us, or poll (a lost NOTIFY, a run_at reached).
@@ -524,6 +534,15 @@ class Worker:
             await self._fail(run, traceback.format_exc())
         finally:
             self._running.pop(run.key, None)
+            self._slot_freed(settled=False)
+
+    def _slot_freed(self, *, settled: bool) -> None:
+        """Wake the claim loop for a slot freed here, unless the last claim found nothing
+        more: then only a NOTIFY (a job enqueued, released or retried) or the poll can make a
+        claim find something. A settled job of a concurrency-limited entrypoint may free a
+        slot there: that wakes the loop anyway (its NOTIFY comes too, but not without
+        LISTEN)."""
+        if not self._drained or (settled and self._limited):
             self._wake.set()
 
     def _in_thread(self, run: Run) -> Any:
@@ -573,7 +592,7 @@ class Worker:
             return
         finally:
             self._settled(run, recorded)
-            self._wake.set()
+            self._slot_freed(settled=True)
         status = rows[0]["status"]
         last_line = error.strip().splitlines()[-1] if error.strip() else error
         outcome = {"queued": "failed (retried later)", "dead": "failed (dead)", "canceled": "canceled"}.get(
@@ -597,7 +616,7 @@ class Worker:
             return
         finally:
             self._settled(run, recorded)
-            self._wake.set()
+            self._slot_freed(settled=True)
         status = rows[0]["status"] or "not held by this delivery any more"
         self._outcome(job, "snoozed", time.monotonic() - run.t0, detail=f" for {seconds:.1f} s -> {status}")
 
@@ -619,7 +638,7 @@ class Worker:
                     by_worker.setdefault(entry[0].worker_id, []).append(entry)
                 for worker_id, entries in by_worker.items():
                     await self._complete(worker_id, entries)
-                self._wake.set()  # a limited entrypoint may have a free slot now
+                self._slot_freed(settled=True)
 
     async def _complete(self, worker_id: UUID, entries: list[tuple[Job, Any, float]]) -> None:
         ids = [job.id for job, _, _ in entries]

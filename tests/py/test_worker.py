@@ -170,6 +170,37 @@ def test_idle_worker_wakes_on_notify(dsn: str, ledger: Path, spawn) -> None:
     assert max(latencies) < 1.0, latencies
 
 
+def test_a_trickle_of_jobs_costs_one_claim_per_job(dsn: str, ledger: Path, spawn) -> None:
+    """Jobs enqueued one at a time, each after the last one finished: the NOTIFY of each
+    wakes one claim, which takes it. The job's end and its completion must not send the
+    worker to claim again: the queue was drained, and each empty claim costs a round trip
+    and a statement of server time (it made three claims per job, two of them empty)."""
+    name = scalar(dsn, "SELECT current_database()")
+    # Counted by the worker's own backends, which report when they end.
+    execute(dsn, f"ALTER DATABASE \"{name}\" SET track_functions = 'pl'")
+    worker = spawn(APP_POLL="60")  # no poll within the test: only NOTIFYs wake it
+    alive = "SELECT count(*) FROM pgq.workers WHERE state = 'alive'"
+    wait_until(lambda: scalar(dsn, alive), 20, "registration")
+    time.sleep(1)  # past its first claims
+    jobs = 20
+    for n in range(1, jobs + 1):
+        enqueue_batch(dsn, "noop", ["{}"])
+        wait_until(lambda n=n: outcome_count(dsn, entrypoint="noop") == n, 5, f"job {n} to complete")
+        time.sleep(0.05)
+    assert worker.terminate() == 0
+
+    def claims() -> int:
+        return scalar(
+            dsn,
+            "SELECT coalesce(sum(calls), 0)::int FROM pg_stat_user_functions"
+            " WHERE schemaname = 'pgq' AND funcname = 'claim'",
+        )
+
+    wait_until(lambda: claims() >= jobs, 10, "the worker's backends to report")
+    # One claim per job, and a few while it started (the first poll, LISTEN established).
+    assert claims() <= jobs + 3, claims()
+
+
 @pytest.mark.parametrize("flag", [None, "--no-gc-tuning"])
 def test_pgq_worker_tunes_the_garbage_collector(dsn: str, ledger: Path, spawn, flag: str | None) -> None:
     # Loaded code frozen out of the collector's scans, young collections every 10k; or, with
