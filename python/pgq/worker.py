@@ -456,8 +456,8 @@ class Worker:
             delay = 0.1
             self._drained = len(runs) < wanted
             if len(runs) < wanted:
-                # Drained (or at a limit): sleep until a NOTIFY, a freed slot or a settled
-                # job wakes us, or poll (a lost NOTIFY, a run_at reached).
+                # Drained (or at a limit): sleep until a NOTIFY (or, under a concurrency
+                # limit, a settled job) wakes us, or poll (a lost NOTIFY, a run_at reached).
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._poll)
 
