@@ -242,9 +242,11 @@ class Worker:
         self._spans = False  # whether handlers run in OpenTelemetry spans (pgq.tracing)
         self._lease = 30.0
         self._poll = self.poll_interval
-        # Whether an entrypoint has a concurrency limit (its own or per key): a settled job
-        # may free a slot there. Until the settings are read, assume so.
+        # Whether an entrypoint has a concurrency limit (its own or per key): a job that
+        # ends may free a slot there. Until the settings are read, assume so.
         self._limited = True
+        # Whether NOTIFYs reach us (the LISTEN connection is up and was seen to work).
+        self._listening = False
         # The last claim took fewer jobs than it asked for: nothing else was due (or free of
         # other claims' locks). Until a NOTIFY or the poll, a claim when one of our jobs ends
         # or settles would find nothing either (at a trickle, two empty claims per job).
@@ -420,6 +422,7 @@ class Worker:
         while not self._stopping.is_set():
             free = self.concurrency - len(self._running)
             if free <= 0:
+                self._drained = False  # full (concurrency may have been lowered): a freed slot wakes us
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -534,15 +537,16 @@ class Worker:
             await self._fail(run, traceback.format_exc())
         finally:
             self._running.pop(run.key, None)
-            self._slot_freed(settled=False)
+            self._slot_freed()
 
-    def _slot_freed(self, *, settled: bool) -> None:
-        """Wake the claim loop for a slot freed here, unless the last claim found nothing
-        more: then only a NOTIFY (a job enqueued, released or retried) or the poll can make a
-        claim find something. A settled job of a concurrency-limited entrypoint may free a
-        slot there: that wakes the loop anyway (its NOTIFY comes too, but not without
-        LISTEN)."""
-        if not self._drained or (settled and self._limited):
+    def _slot_freed(self) -> None:
+        """Wake the claim loop: one of our jobs ended or settled. Not after a claim that
+        found nothing more, when NOTIFYs reach us and no entrypoint has a concurrency limit:
+        then only a NOTIFY (a job enqueued, released, retried or re-queued at once) or the
+        poll (a run_at reached) can make a claim find something. Under a limit, the end of a
+        job may free a slot; without LISTEN, our own settlements' NOTIFYs (dependents
+        released, a failure retried at once) are not heard."""
+        if not self._drained or not self._listening or self._limited:
             self._wake.set()
 
     def _in_thread(self, run: Run) -> Any:
@@ -592,7 +596,7 @@ class Worker:
             return
         finally:
             self._settled(run, recorded)
-            self._slot_freed(settled=True)
+            self._slot_freed()
         status = rows[0]["status"]
         last_line = error.strip().splitlines()[-1] if error.strip() else error
         outcome = {"queued": "failed (retried later)", "dead": "failed (dead)", "canceled": "canceled"}.get(
@@ -616,7 +620,7 @@ class Worker:
             return
         finally:
             self._settled(run, recorded)
-            self._slot_freed(settled=True)
+            self._slot_freed()
         status = rows[0]["status"] or "not held by this delivery any more"
         self._outcome(job, "snoozed", time.monotonic() - run.t0, detail=f" for {seconds:.1f} s -> {status}")
 
@@ -638,7 +642,7 @@ class Worker:
                     by_worker.setdefault(entry[0].worker_id, []).append(entry)
                 for worker_id, entries in by_worker.items():
                     await self._complete(worker_id, entries)
-                self._slot_freed(settled=True)
+                self._slot_freed()
 
     async def _complete(self, worker_id: UUID, entries: list[tuple[Job, Any, float]]) -> None:
         ids = [job.id for job, _, _ in entries]
@@ -745,8 +749,13 @@ class Worker:
             log.warning("sweep failed: %s", exc)
 
     async def _listen_loop(self, dsn: str) -> None:
+        try:
+            await self._listen(self.listen_dsn or dsn)
+        finally:
+            self._listening = False  # stopped, failed or fell back to polling
+
+    async def _listen(self, listen_dsn: str) -> None:
         delay = 0.1
-        listen_dsn = self.listen_dsn or dsn
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(listen_dsn, autocommit=True) as conn:
@@ -760,6 +769,7 @@ class Worker:
                         )
                         return
                     delay = 0.1
+                    self._listening = True
                     self._wake.set()  # jobs may have arrived while we were not listening
                     async for notify in conn.notifies():
                         if notify.payload in self._handlers:
@@ -767,6 +777,7 @@ class Worker:
                         elif notify.payload == f"cancel:{self.worker_id}":
                             self._beat_now.set()  # the heartbeat returns the jobs to stop
             except psycopg.OperationalError as exc:
+                self._listening = False
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", str(exc).strip(), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

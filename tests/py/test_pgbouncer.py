@@ -123,6 +123,27 @@ def test_without_listen_dsn_the_worker_warns_and_polls(dsn: str, bouncer: int, t
     assert worker.terminate() == 0
 
 
+def test_without_listen_dsn_a_chain_of_dependents_runs_back_to_back(
+    dsn: str, bouncer: int, tmp_path: Path
+) -> None:
+    """Polling: the NOTIFY of a dependent that our own completion released is not heard, so
+    the completion itself must send the worker to claim again (else one link per poll)."""
+    pooled = _through(dsn, bouncer)
+    worker = WorkerProcess(pooled, tmp_path, APP_POLL="5")
+    wait_until(lambda: "NOTIFY does not reach" in worker.log(), 20, "the polling warning")
+    ids: list[int] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(4):
+            ids += conn.execute(
+                "SELECT pgq.enqueue('noop', %s::jsonb, depends_on => %s::bigint[])",
+                (f'{{"i": {i}}}', ids[-1:] or None),
+            ).fetchone()
+    wait_until(lambda: outcome_count(dsn) == 4, 40, "the chain of four")
+    assert worker.terminate() == 0
+    started = sorted(r[4] for r in ledger_lines(tmp_path))
+    assert started[-1] - started[0] < 3, started
+
+
 def test_client_through_pgbouncer(dsn: str, bouncer: int) -> None:
     with pgq.Client(_through(dsn, bouncer)) as client:
         ids = [client.enqueue("noop", {"i": i}) for i in range(20)]  # past psycopg's prepare threshold
