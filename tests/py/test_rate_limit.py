@@ -232,8 +232,11 @@ def test_tight_loop_total_is_the_rate_times_the_duration(tight_loop: TightLoop) 
     expected = SQL_RATE * SQL_SECONDS
     slack = SQL_BUCKET + 0.10 * expected
     assert expected - slack <= len(rated) <= expected + slack, (len(rated), tight_loop.claims["rated"])
-    # Not vacuous: the sessions asked far more often than the bucket allowed.
-    assert sum(tight_loop.claims["rated"]) > 5 * len(rated), tight_loop.claims["rated"]
+    # Not vacuous: the sessions asked far more often than the bucket allowed (without a
+    # rate, an ask of 1 to 5 jobs gets them all: fewer asks than jobs). How often they can
+    # ask depends on the disk: the rated claims take turns on the settings row, each until
+    # its commit's flush (4.1 to 4.9 asks per job on this project's CI machine).
+    assert sum(tight_loop.claims["rated"]) > 2 * len(rated), tight_loop.claims["rated"]
 
 
 def test_tight_loop_no_one_second_window_exceeds_the_bucket(tight_loop: TightLoop) -> None:
