@@ -5,13 +5,15 @@ pgq.fail, pgq.claim, pgq.heartbeat and pgq.complete. Delivery is at-least-once, 
 handlers must be idempotent.
 
 One asyncio loop runs the claimer (claims up to the free slots, then waits for a NOTIFY,
-a freed slot or the poll interval) and three supervised background tasks: the completer
-(completes finished jobs in batches: what finishes during one round trip goes in the
-next), the heartbeat (extends the leases, tells the database which jobs this worker runs
-after a failure and every two leases or minute, learns of cancellations, and sweeps now
-and then) and the listener (a dedicated autocommit connection on LISTEN). `def` handlers
-run in a thread pool, `async def` handlers on the loop. Every settle names the delivery it
-settles, so a late call of an earlier run of the same job changes nothing.
+a freed slot or the poll interval; once a claim found the queue drained, only for a NOTIFY
+or the poll, unless NOTIFYs do not arrive or an entrypoint has a concurrency limit) and
+three supervised background tasks: the completer (completes finished jobs in batches:
+what finishes during one round trip goes in the next), the heartbeat (extends the
+leases, tells the database which jobs this worker runs after a failure and every two
+leases or minute, learns of cancellations, and sweeps now and then) and the listener (a
+dedicated autocommit connection on LISTEN). `def` handlers run in a thread pool, `async
+def` handlers on the loop. Every settle names the delivery it settles, so a late call of
+an earlier run of the same job changes nothing.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@
 -- up again. That is safe because a worker that is not alive never claims again: a claim
 -- that took jobs holds its worker's row (FOR SHARE, see pgq.claim), so the statement that
 -- ended the worker either waited for that claim, and this one sees its jobs, or came
--- first, and the claim failed. A job
--- skipped because another transaction holds it (a late complete) keeps the worker
--- unreleased: the next sweep looks again.
+-- first, and the claim failed. A job skipped because another transaction holds it (a late
+-- complete) keeps the worker unreleased: the next sweep looks again.
 -- Returns the number of jobs released, canceled or killed.
 CREATE OR REPLACE FUNCTION pgq._release_gone(worker_id uuid, lost boolean)
 RETURNS integer
