@@ -70,12 +70,25 @@ _ASYNC_CONCURRENCY = 100
 _THREAD_CONCURRENCY = 20
 _BATCH = 100
 _GATHER = 0.002
+# Worker.run's choices of event loop.
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 # What the worker claims: the columns Job._claimed expects, in its order.
 _CLAIM = (
     "SELECT "
     + ", ".join(f"c.{name}" for name in _CLAIM_FIELDS)
     + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
 )
+
+
+def _uvloop(required: bool) -> Any:
+    """The uvloop module, or None when it is not installed and not `required`."""
+    try:
+        import uvloop
+    except ImportError:
+        if required:
+            raise ImportError("event_loop='uvloop' needs uvloop: pip install uvloop") from None
+        return None
+    return uvloop
 
 
 def _array(numbers: list[int]) -> str:
@@ -186,10 +199,20 @@ class Worker:
 
     # --- running ------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, event_loop: str = "auto") -> None:
         """Run until SIGTERM/SIGINT: then stop claiming, let running handlers finish for up
-        to grace_period seconds, release what is unfinished, unregister and return."""
-        asyncio.run(self.run_async())
+        to grace_period seconds, release what is unfinished, unregister and return.
+
+        event_loop: "uvloop" (libuv's event loop: tasks, timers and socket waits cost less,
+        about a tenth of a fast job's CPU in the worker), "asyncio" (the standard library's)
+        or "auto": uvloop when it is installed (a dependency of pgq, except on Windows)."""
+        if event_loop not in EVENT_LOOPS:
+            raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, not {event_loop!r}")
+        uvloop = _uvloop(required=event_loop == "uvloop") if event_loop != "asyncio" else None
+        if uvloop is not None:
+            uvloop.run(self.run_async())
+        else:
+            asyncio.run(self.run_async())
 
     def stop(self) -> None:
         """Ask a running worker to shut down gracefully (thread-safe via the loop)."""

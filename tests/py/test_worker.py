@@ -219,6 +219,24 @@ def test_pgq_worker_tunes_the_garbage_collector(dsn: str, ledger: Path, spawn, f
 
 
 @pytest.mark.parametrize(
+    ("flag", "module"), [(None, "uvloop"), ("--event-loop=asyncio", "asyncio.unix_events")]
+)
+def test_pgq_worker_runs_on_uvloop_unless_told_otherwise(
+    dsn: str, ledger: Path, spawn, flag: str | None, module: str
+) -> None:
+    # uvloop is a dependency, so `auto` picks it; asyncio's loop stays one flag away. Both
+    # also run a timeout (a timer that cancels the handler's task) and a SIGTERM.
+    scalar(dsn, "SELECT pgq.configure('slow', timeout => '1 second', max_attempts => 1)")
+    (timed,) = enqueue_batch(dsn, "slow", ['{"sleep": 30}'])
+    enqueue_batch(dsn, "event_loop", ["{}"])
+    worker = spawn(*([flag] if flag else []))
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (timed,)) == "dead", 15, "the timeout")
+    assert "timeout" in scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (timed,))
+    assert worker.terminate() == 0
+    assert [e for *_, e, _ in ledger_lines(ledger) if e.startswith("loop:")] == [f"loop:{module}"]
+
+
+@pytest.mark.parametrize(
     ("setup", "expected"),
     [
         ("gc.disable()", (700, 0, False)),

@@ -39,6 +39,12 @@ async def gc_state(job: pgq.Job) -> None:
     record(job, f"gc:{gc.get_threshold()[0]}:{gc.get_freeze_count()}")
 
 
+@worker.entrypoint("event_loop")
+async def event_loop(job: pgq.Job) -> None:
+    """Which event loop the worker runs on: its class's module."""
+    record(job, f"loop:{type(asyncio.get_running_loop()).__module__}")
+
+
 @worker.entrypoint("slow")
 async def slow(job: pgq.Job) -> None:
     record(job, "start")

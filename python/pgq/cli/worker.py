@@ -11,7 +11,7 @@ import sys
 import click
 
 from ..dsn import resolve_dsn
-from ..worker import Worker
+from ..worker import EVENT_LOOPS, Worker
 from . import logs, worker_metrics
 from .output import handle_errors
 
@@ -92,6 +92,13 @@ def load_worker(spec: str) -> Worker:
     show_default=True,
     help="Freeze the loaded code out of the garbage collector's scans and collect less often.",
 )
+@click.option(
+    "--event-loop",
+    type=click.Choice(EVENT_LOOPS),
+    default="auto",
+    show_default=True,
+    help="auto: uvloop when installed (cheaper per job), else asyncio's.",
+)
 @handle_errors
 def worker_command(
     spec: str,
@@ -105,6 +112,7 @@ def worker_command(
     log_format: str,
     metrics_port: int | None,
     gc_tuning: bool,
+    event_loop: str,
 ) -> None:
     """Run the pgq.Worker at MODULE:ATTR until SIGTERM or SIGINT (then exit 0)."""
     worker = load_worker(spec)
@@ -125,7 +133,7 @@ def worker_command(
         worker_metrics.serve(worker, metrics_port)
     if gc_tuning:
         tune_gc()
-    worker.run()
+    worker.run(event_loop)
     logging.shutdown()
     # A sync handler still running past the grace period cannot be interrupted; its job was
     # released, so do not let its thread hold the process open.
