@@ -1,6 +1,8 @@
 -- pgq._check_job(...): validation shared by pgq.enqueue and pgq.enqueue_batch.
 -- Payloads are limited to 1 MiB in jsonb form (pg_column_size, before compression): a queue
 -- row is read on every claim, and large blobs belong in a table the payload points to.
+-- pgq.enqueue skips this call for arguments that pass it, tested by one condition that
+-- mirrors these checks (and pgq._check_entrypoint's): a change here changes it too.
 CREATE OR REPLACE FUNCTION pgq._check_job(
     entrypoint text,
     payload jsonb,

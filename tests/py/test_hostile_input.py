@@ -1194,6 +1194,51 @@ def test_enqueue_property(
 
 @HYPOTHESIS
 @given(
+    entrypoint=st.one_of(maybe_names, st.sampled_from(["", " ", " x", "x ", "a\tb", "x" * 200, "x" * 201])),
+    payload=payloads,
+    priority=int4s,
+    run_at=st.sampled_from(RUN_ATS),
+    header=headers,
+    max_attempts=attempts,
+)
+def test_enqueue_answers_as_enqueue_job(
+    conn: psycopg.Connection,
+    entrypoint: str | None,
+    payload: str | None,
+    priority: int | None,
+    run_at: str | None,
+    header: tuple[str | None, str],
+    max_attempts: int | None,
+) -> None:
+    # pgq.enqueue inserts a plain call's job itself when its arguments pass pgq._check_job,
+    # by one condition that mirrors those checks: it must accept exactly what enqueue_job
+    # accepts, store the same job and NOTIFY the same, and raise the same errors.
+    args = (entrypoint, payload, priority, run_at, header[0], max_attempts)
+    named = (
+        "entrypoint => %s, payload => %s::jsonb, priority => %s::int, run_at => %s::timestamptz,"
+        " headers => %s::jsonb, max_attempts => %s::int"
+    )
+    conn.execute("LISTEN pgq")
+    outcomes = []
+    for query in (f"SELECT pgq.enqueue({named})", f"SELECT e.id FROM pgq.enqueue_job({named}) AS e"):
+        res = call(conn, query, args)
+        stored = notified = None
+        if res.ok:
+            stored = conn.execute(
+                "SELECT entrypoint, payload, priority, run_at - enqueued_at < interval '1 minute',"
+                " run_at > now() + interval '1 day', headers, max_attempts, status, dedupe_key, depends_on,"
+                " concurrency_key, attempt, deliveries FROM pgq._jobs WHERE id = %s",
+                (res.value,),
+            ).fetchone()
+            notified = [(n.channel, n.payload) for n in conn.notifies(timeout=0.05, stop_after=1)]
+        # The message and its HINT; the CONTEXT names the functions it passed through.
+        outcomes.append((res.sqlstate, res.message.split("\nCONTEXT:")[0], stored, notified))
+    conn.execute("UNLISTEN pgq")
+    assert outcomes[0] == outcomes[1]
+
+
+@HYPOTHESIS
+@given(
     entrypoint=maybe_names,
     batch=mostly(
         st.lists(small_payloads, max_size=8), st.one_of(st.none(), st.sampled_from(["many10001", "over"]))
