@@ -73,8 +73,16 @@ def _sizes(text: str) -> list[int]:
 @click.option(
     "--workers", type=click.IntRange(min=1), default=2, show_default=True, help="W: worker processes."
 )
-@click.option("--concurrency", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--batch-size", type=click.IntRange(1, 10000), default=100, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Handlers per worker process  [default: twice the batch size, at least 200]",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10000),
+    help="Jobs per claim  [default: the batch size of PgQueuer's best trial (equal batch size), else 100]",
+)
 @click.option(
     "--seconds", type=click.IntRange(min=1), help="Length of timed runs  [default: 10; 2 with --quick]"
 )
@@ -105,8 +113,8 @@ def bench_command(
     dsn: str | None,
     jobs: int | None,
     workers: int,
-    concurrency: int,
-    batch_size: int,
+    concurrency: int | None,
+    batch_size: int | None,
     seconds: int | None,
     backlog_sizes: str | None,
     queues_size: int | None,
@@ -173,6 +181,8 @@ def bench_command(
         peer_skip=peer_skip,
     )
     scenarios = results["scenarios"]
+    # The batch size and concurrency the runs used (PgQueuer's trial may have chosen them).
+    params.update(concurrency=drain_args["concurrency"], batch_size=drain_args["batch_size"])
     results["wall_s"] = round(time.monotonic() - began, 1)
     results["targets"] = targets(scenarios)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +252,6 @@ class Rounds:
         peer_skip: str | None,
     ) -> dict[str, Any]:
         server, on = self.server, self.selected.__contains__
-        cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
 
         def pgq_drain(
             name: str, hold_xmin: bool = False, defaults: bool = False, keys: int = 0, n: int = jobs
@@ -275,6 +284,14 @@ class Rounds:
                 top = max(trials["trials"], key=lambda r: r["jobs_per_s"])
                 best_cfg = {k: top[k] for k in ("processes", "managers", "batch_size")}
                 peer_out["trials"] = trials["trials"]
+        # pgq claims as many jobs per round trip as PgQueuer's best trial fetched (the
+        # comparison is at equal batch size), unless told otherwise; twice as many slots,
+        # so that a worker claims the next batch while it completes the last.
+        if drain_args["batch_size"] is None:
+            drain_args["batch_size"] = best_cfg["batch_size"] if best_cfg else 100
+        if drain_args["concurrency"] is None:
+            drain_args["concurrency"] = max(200, 2 * drain_args["batch_size"])
+        cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
 
         sample = sizes[0]
         for n in range(self.repeat):

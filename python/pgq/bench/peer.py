@@ -189,7 +189,8 @@ class Peer:
         """Drain trial_jobs with a few (processes, managers per process, batch size); the
         fastest is the configuration the comparison uses."""
         trials = []
-        for processes, managers, batch in [(2, 1, 10), (2, 1, 100), (2, 2, 100), (2, 2, 200), (4, 1, 100)]:
+        settings = [(2, 1, 10), (2, 1, 100), (2, 2, 100), (2, 2, 200), (2, 2, 500), (4, 1, 100)]
+        for processes, managers, batch in settings:
             r = self.drain(
                 f"peer_tune_{processes}x{managers}x{batch}",
                 jobs=trial_jobs,
