@@ -29,9 +29,9 @@ import socket
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -72,6 +72,7 @@ _BATCH = 100
 _GATHER = 0.002
 # Worker.run's choices of event loop.
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+T = TypeVar("T")
 # What the worker claims: the columns Job._claimed expects, in its order.
 _CLAIM = (
     "SELECT "
@@ -80,13 +81,25 @@ _CLAIM = (
 )
 
 
+def run_on(event_loop: str, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run main() on a new event loop of the kind named (EVENT_LOOPS: see Worker.run)."""
+    if event_loop not in EVENT_LOOPS:
+        raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, not {event_loop!r}")
+    uvloop = _uvloop(required=event_loop == "uvloop") if event_loop != "asyncio" else None
+    if uvloop is not None:
+        return uvloop.run(main())  # type: ignore[no-any-return]
+    return asyncio.run(main())
+
+
 def _uvloop(required: bool) -> Any:
     """The uvloop module, or None when it is not installed and not `required`."""
     try:
         import uvloop
     except ImportError:
         if required:
-            raise ImportError("event_loop='uvloop' needs uvloop: pip install uvloop") from None
+            raise ImportError(
+                "event_loop='uvloop' needs uvloop (pip install uvloop; it does not run on Windows)"
+            ) from None
         return None
     return uvloop
 
@@ -206,13 +219,7 @@ class Worker:
         event_loop: "uvloop" (libuv's event loop: tasks, timers and socket waits cost less,
         about a tenth of a fast job's CPU in the worker), "asyncio" (the standard library's)
         or "auto": uvloop when it is installed (a dependency of pgq, except on Windows)."""
-        if event_loop not in EVENT_LOOPS:
-            raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, not {event_loop!r}")
-        uvloop = _uvloop(required=event_loop == "uvloop") if event_loop != "asyncio" else None
-        if uvloop is not None:
-            uvloop.run(self.run_async())
-        else:
-            asyncio.run(self.run_async())
+        run_on(event_loop, self.run_async)
 
     def stop(self) -> None:
         """Ask a running worker to shut down gracefully (thread-safe via the loop)."""

@@ -1,5 +1,6 @@
 -- pgq._check_entrypoint(argument, value): an entrypoint is a non-empty name of at most 200
 -- characters without control characters (it travels in NOTIFY payloads and log lines).
+-- pgq.enqueue's plain-call condition mirrors these checks: a change here changes it too.
 CREATE OR REPLACE FUNCTION pgq._check_entrypoint(argument text, value text)
 RETURNS void
 LANGUAGE plpgsql

@@ -1,5 +1,7 @@
 -- pgq.enqueue_job: add one job, and tell whether this call created it. pgq.enqueue is this
--- function returning the id alone. Joins the caller's transaction.
+-- function returning the id alone; a plain call (no key, dependency or dedupe option) it
+-- runs itself, with a copy of this function's INSERT and NOTIFY: change them together.
+-- Joins the caller's transaction.
 -- Parameters: those of pgq.enqueue (entrypoint, payload, priority, run_at, dedupe_key,
 --   headers, max_attempts, depends_on, concurrency_key), then how the dedupe_key counts:
 --   dedupe_scope: which jobs with the same entrypoint and dedupe_key stand for this one:

@@ -85,19 +85,26 @@ def test_sigkill_redelivers_after_lease_and_fences_the_dead_worker(dsn: str, led
     assert outcome_count(dsn, entrypoint="slow") == 10
 
 
-def test_sigterm_lets_running_jobs_finish_and_exits_zero(dsn: str, ledger: Path, spawn) -> None:
-    enqueue_batch(dsn, "slow", ['{"sleep": 1}'] * 5)
-    worker = spawn()
+# The worker runs on uvloop unless told otherwise; shutdown also on asyncio's own loop.
+EVENT_LOOPS = pytest.mark.parametrize("loop", ["auto", "asyncio"])
+
+
+@EVENT_LOOPS
+def test_sigterm_lets_running_jobs_finish_and_exits_zero(dsn: str, ledger: Path, spawn, loop: str) -> None:
+    enqueue_batch(dsn, "slow", ['{"sleep": 1}'] * 3)
+    enqueue_batch(dsn, "slow_sync", ['{"sleep": 1}'] * 2)
+    worker = spawn(f"--event-loop={loop}")
     wait_until(lambda: len(ledger_lines(ledger)) >= 5, 20, "jobs to start")
     assert worker.terminate() == 0
-    assert outcome_count(dsn, entrypoint="slow") == 5
+    assert outcome_count(dsn, entrypoint="slow") + outcome_count(dsn, entrypoint="slow_sync") == 5
     assert scalar(dsn, "SELECT count(*) FROM pgq.jobs") == 0
     assert scalar(dsn, "SELECT state FROM pgq.workers") == "stopped"
 
 
-def test_sigterm_past_grace_releases_unfinished_jobs(dsn: str, ledger: Path, spawn) -> None:
+@EVENT_LOOPS
+def test_sigterm_past_grace_releases_unfinished_jobs(dsn: str, ledger: Path, spawn, loop: str) -> None:
     (job_id,) = enqueue_batch(dsn, "slow", ['{"sleep": 30}'])
-    worker = spawn(APP_GRACE="0.5")
+    worker = spawn(f"--event-loop={loop}", APP_GRACE="0.5")
     wait_until(lambda: ledger_lines(ledger), 20, "the job to start")
     started = time.monotonic()
     assert worker.terminate() == 0

@@ -171,7 +171,8 @@ def bench_command(
         "timeout": timeout,
     }
     peer_skip = "--quick" if quick else ("--no-peer" if no_peer else None)
-    results["scenarios"] = Rounds(server, selected, repeat).run(
+    rounds = Rounds(server, selected, repeat)
+    results["scenarios"] = rounds.run(
         jobs=jobs,
         seconds=seconds,
         sizes=sizes,
@@ -182,7 +183,11 @@ def bench_command(
     )
     scenarios = results["scenarios"]
     # The batch size and concurrency the runs used (PgQueuer's trial may have chosen them).
-    params.update(concurrency=drain_args["concurrency"], batch_size=drain_args["batch_size"])
+    params.update(
+        concurrency=drain_args["concurrency"],
+        batch_size=drain_args["batch_size"],
+        batch_from=rounds.batch_from,
+    )
     results["wall_s"] = round(time.monotonic() - began, 1)
     results["targets"] = targets(scenarios)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,6 +210,7 @@ class Rounds:
         self.repeat = repeat
         self.runs: dict[str, list[dict[str, Any]]] = {}
         self.errors: dict[str, str] = {}
+        self.batch_from = "--batch-size"  # where the drains' batch size came from
 
     def attempt(self, key: str, fn: Callable[[], Any]) -> Any:
         """Run one measurement; after a failure, that key is not tried again."""
@@ -289,8 +295,11 @@ class Rounds:
         # so that a worker claims the next batch while it completes the last.
         if drain_args["batch_size"] is None:
             drain_args["batch_size"] = best_cfg["batch_size"] if best_cfg else 100
+            self.batch_from = "PgQueuer's best trial" if best_cfg else "default"
         if drain_args["concurrency"] is None:
             drain_args["concurrency"] = max(200, 2 * drain_args["batch_size"])
+        # A worker never claims more than its free slots.
+        drain_args["batch_size"] = min(drain_args["batch_size"], drain_args["concurrency"])
         cycle = {"jobs": jobs, "seconds": seconds, "batch_size": drain_args["batch_size"]}
 
         sample = sizes[0]

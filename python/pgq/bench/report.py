@@ -127,7 +127,9 @@ def render(results: dict[str, Any]) -> str:
         f" synchronous_commit={pg['synchronous_commit']},"
         f" shared_buffers={pg['shared_buffers']}; {results['machine']['cores']} cores",
         f"N={p['jobs']:,} jobs, W={p['workers']} worker processes x concurrency {p['concurrency']},"
-        f" batch size {p['batch_size']}; timed runs {p['seconds']} s; best of {p.get('repeat', 1)} runs;"
+        f" batch size {p['batch_size']}"
+        + (f" ({p['batch_from']})" if p.get("batch_from") not in (None, "--batch-size") else "")
+        + f"; timed runs {p['seconds']} s; best of {p.get('repeat', 1)} runs;"
         f" latency at {p['latency_rate']:.0f} jobs/s"
         + (f"; PgQueuer {peer_version}" if peer_version else ""),
         "",

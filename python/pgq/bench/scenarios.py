@@ -259,6 +259,8 @@ def drain(
                 holder.close()
     if result["jobs"] < jobs and not result["timed_out"]:
         raise BenchError(f"{name}: {result['jobs']} of {jobs} jobs completed")
+    if defaults:  # the Worker's own: 100 slots for async handlers, batches of up to 100
+        return {**result, "workers": workers, "concurrency": "default", "batch_size": "default"}
     return {**result, "workers": workers, "concurrency": concurrency, "batch_size": batch_size}
 
 

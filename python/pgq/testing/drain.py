@@ -19,7 +19,7 @@ from typing import Any
 from .._runs import Handler, Key
 from ..dsn import resolve_dsn
 from ..job import Job, Snooze
-from ..worker import Worker
+from ..worker import Worker, run_on
 
 # Makes every queued job of the entrypoints due now (run_future=True): retries waiting for
 # their backoff, snoozed jobs and jobs enqueued with a later run_at.
@@ -106,6 +106,7 @@ def drain(
     run_future: bool = False,
     raise_errors: bool = True,
     concurrency: int = 1,
+    event_loop: str = "auto",
 ) -> DrainResult:
     """Run the queued, due jobs of the worker's entrypoints until none is left, jobs their
     handlers enqueue included; return what ran (a DrainResult).
@@ -119,7 +120,8 @@ def drain(
     waiting for its backoff, a snoozed job) by making them due, so a failing job runs
     through all its attempts; without it they stay queued (`result.queued`).
     raise_errors: raise DrainError after draining if a handler failed (its exception is the
-    cause). concurrency: handlers run at once (1: one by one, in claim order).
+    cause). concurrency: handlers run at once (1: one by one, in claim order). event_loop:
+    as Worker.run's, uvloop by default (the loop `pgq worker` runs handlers on).
 
     From async code (a running event loop), use `await drain_async(...)`.
     """
@@ -131,8 +133,9 @@ def drain(
         raise RuntimeError(
             "drain() cannot run inside an event loop: use `await pgq.testing.drain_async(...)`"
         )
-    return asyncio.run(
-        drain_async(
+    return run_on(
+        event_loop,
+        lambda: drain_async(
             worker,
             dsn=dsn,
             max_jobs=max_jobs,
@@ -140,7 +143,7 @@ def drain(
             run_future=run_future,
             raise_errors=raise_errors,
             concurrency=concurrency,
-        )
+        ),
     )
 
 
