@@ -217,7 +217,7 @@ class Worker:
         to grace_period seconds, release what is unfinished, unregister and return.
 
         event_loop: "uvloop" (libuv's event loop: tasks, timers and socket waits cost less,
-        about a tenth of a fast job's CPU in the worker), "asyncio" (the standard library's)
+        about a sixth of a fast job's CPU in the worker), "asyncio" (the standard library's)
         or "auto": uvloop when it is installed (a dependency of pgq, except on Windows)."""
         run_on(event_loop, self.run_async)
 
