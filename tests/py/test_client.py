@@ -187,13 +187,19 @@ def test_enqueue_depends_on_finished_jobs(client: Client, conn: psycopg.Connecti
 # --- enqueue_batch -------------------------------------------------------------------------
 
 
-def test_enqueue_batch_returns_ids_in_payload_order(client: Client) -> None:
-    payloads = [{"n": i} for i in range(50)] + [None, [1], "s"]
+def test_enqueue_batch_returns_ids_in_payload_order(client: Client, dsn: str) -> None:
+    # More payloads than travel in one JSON array (64), None (SQL NULL) among them.
+    payloads = [None if i % 7 == 0 else {"n": i} for i in range(150)] + [[1], "s", 0, False, {"a": None}]
     ids = client.enqueue_batch("bulk", payloads, priority=2)
     assert len(ids) == len(payloads) and ids == sorted(ids)
     jobs = {j.id: j for j in client.jobs(entrypoint="bulk", limit=1000)}
     assert [jobs[i].payload for i in ids] == payloads
     assert {j.priority for j in jobs.values()} == {2}
+    with psycopg.connect(dsn) as conn:
+        nulls = conn.execute(
+            "SELECT array_agg(id ORDER BY id) FROM pgq._jobs WHERE payload IS NULL"
+        ).fetchone()[0]
+    assert nulls == [i for i, p in zip(ids, payloads, strict=True) if p is None]
 
 
 def test_enqueue_batch_empty_and_scheduled(client: Client) -> None:
