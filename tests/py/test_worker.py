@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import pgq
+from pgq.worker import run_on
 from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
 
 
@@ -241,6 +244,33 @@ def test_pgq_worker_runs_on_uvloop_unless_told_otherwise(
     assert "timeout" in scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (timed,))
     assert worker.terminate() == 0
     assert [e for *_, e, _ in ledger_lines(ledger) if e.startswith("loop:")] == [f"loop:{module}"]
+
+
+async def _loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__
+
+
+def test_event_loop_choices_and_bad_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run_on("auto", _loop_module) == "uvloop"
+    assert run_on("uvloop", _loop_module) == "uvloop"
+    assert run_on("asyncio", _loop_module) == "asyncio.unix_events"
+    # A bad name is refused before anything runs (a Worker would not register).
+    started: list[str] = []
+
+    async def main() -> None:
+        started.append("ran")
+
+    with pytest.raises(ValueError, match="event_loop must be one of auto, uvloop, asyncio, not 'trio'"):
+        run_on("trio", main)
+    with pytest.raises(ValueError, match="event_loop must be one of"):
+        pgq.Worker().run(event_loop="trio")
+    assert started == []
+    # Without uvloop (Windows): auto falls back to asyncio's loop; asking for uvloop says why.
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    assert run_on("auto", _loop_module) == "asyncio.unix_events"
+    with pytest.raises(ImportError, match="needs uvloop"):
+        run_on("uvloop", main)
+    assert started == []
 
 
 @pytest.mark.parametrize(
