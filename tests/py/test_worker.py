@@ -335,6 +335,7 @@ def test_worker_logs_every_outcome_as_json_lines(dsn: str, ledger: Path) -> None
                 dsn,
                 "--log-format",
                 "json",
+                "--log-jobs",
             ],
             env=env,
             stdout=out,
@@ -353,6 +354,64 @@ def test_worker_logs_every_outcome_as_json_lines(dsn: str, ledger: Path) -> None
     )
     assert jobs[bad_id]["outcome"] == "failed" and jobs[bad_id]["level"] == "WARNING"
     assert "dead" in jobs[bad_id]["message"]
+
+
+def test_worker_logs_failures_and_a_summary_but_no_line_per_success_by_default(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    """Without --log-jobs a busy worker's log is not a line per job: failed jobs still get
+    theirs (WARNING), successes are summed up at INFO every summary_interval seconds."""
+    ok_ids = enqueue_batch(dsn, "noop", ["{}"] * 3)
+    bad_id = scalar(dsn, "SELECT pgq.enqueue('flaky', '{\"fail_times\": 9}', max_attempts => 1)")
+    worker = spawn("--log-format", "json", APP_SUMMARY="0.3")
+    wait_until(lambda: outcome_count(dsn) == 3 and outcome_count(dsn, "failed") == 1, 30, "the jobs")
+    wait_until(lambda: '"succeeded": 3' in worker.log(), 10, "a summary of the three successes")
+    assert worker.terminate() == 0
+    lines = [json.loads(line) for line in worker.log().splitlines()]
+    per_job = {line["job_id"]: line for line in lines if "job_id" in line}
+    assert set(per_job) == {bad_id} and per_job[bad_id]["level"] == "WARNING", per_job
+    assert not set(ok_ids) & set(per_job)
+    summaries = [line for line in lines if "succeeded" in line]
+    assert summaries and all(s["level"] == "INFO" and s["logger"] == "pgq.worker" for s in summaries)
+    assert sum(s["succeeded"] for s in summaries) == 3 and sum(s["failed"] for s in summaries) == 1
+    assert all(s["seconds"] > 0 and s["running"] >= 0 for s in summaries)
+    # An idle worker says nothing more: no line for intervals with no job settled or running.
+    assert all(s["succeeded"] + s["failed"] + s["running"] > 0 for s in summaries)
+
+
+def test_defaults_run_500_async_handlers_and_claim_no_more_than_that(dsn: str, tmp_path: Path) -> None:
+    """A Worker whose handlers are all `async def`, with no settings: 500 run at once, and
+    the jobs beyond stay queued for other workers (a claim never takes more than the free
+    slots); with a thread handler among them, 20."""
+    (tmp_path / "defaults_app.py").write_text(
+        "import asyncio, time, pgq\n"
+        "worker = pgq.Worker()\n"
+        "threads = pgq.Worker()\n"
+        "@worker.entrypoint('wait')\n"
+        "@threads.entrypoint('wait')\n"
+        "async def wait(job):\n"
+        "    await asyncio.sleep(60)\n"
+        "@threads.entrypoint('sync')\n"
+        "def sync(job):\n"
+        "    time.sleep(60)\n"
+    )
+    enqueue_batch(dsn, "wait", ["{}"] * 700)
+
+    def running() -> int:
+        return scalar(dsn, "SELECT count(*) FROM pgq._jobs WHERE entrypoint = 'wait' AND status = 'running'")
+
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for attr, slots in (("worker", 500), ("threads", 20)):
+        argv = [sys.executable, "-m", "pgq", "worker", f"defaults_app:{attr}", "--dsn", dsn]
+        proc = subprocess.Popen([*argv, "--grace-period", "0"], env=env)
+        try:
+            wait_until(lambda: running() == slots, 30, f"{slots} running jobs")  # noqa: B023
+            time.sleep(1.0)  # a claim for more would have run by now: the worker idles
+            assert running() == slots
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        wait_until(lambda: running() == 0, 10, "the jobs released")
 
 
 def test_worker_serves_its_own_prometheus_metrics(dsn: str, ledger: Path) -> None:

@@ -17,6 +17,7 @@ worker = pgq.Worker(
     concurrency=int(os.environ.get("APP_CONCURRENCY", "20")),
     poll_interval=float(os.environ.get("APP_POLL", "0.5")),
     grace_period=float(os.environ.get("APP_GRACE", "10")),
+    summary_interval=float(os.environ.get("APP_SUMMARY", "10")),
 )
 
 _ledger = open(  # noqa: SIM115 - one line-buffered file for the life of the process

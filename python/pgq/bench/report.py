@@ -175,7 +175,7 @@ def render(results: dict[str, Any]) -> str:
     defaults = _get(s, "defaults", "jobs_per_s")
     rows.append(
         [
-            f"drain {_size(p['jobs'])}, `pgq worker` without flags (a log line per job)",
+            f"drain {_size(p['jobs'])}, `pgq worker` without flags",
             _rate(defaults),
             "",
             "",

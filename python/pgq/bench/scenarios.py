@@ -55,12 +55,12 @@ PGQ_PROBES = Probes(
 
 
 def worker_argv(dsn: str, concurrency: int, batch_size: int, defaults: bool = False) -> list[str]:
-    if defaults:  # no flags: the Worker's defaults, a log line per job at INFO (to the log file)
+    if defaults:  # no flags: the Worker's defaults, INFO lines (a summary every 10 s) to the log file
         return [sys.executable, "-m", "pgq", "worker", "pgq.bench.app:default_worker", "--dsn", dsn]
     return [
         *(sys.executable, "-m", "pgq", "worker", "pgq.bench.app:worker", "--dsn", dsn),
         *("--concurrency", str(concurrency), "--batch-size", str(batch_size)),
-        *("--log-level", "warning"),  # a line per job would be measured too
+        *("--log-level", "warning"),  # measured without the INFO lines
     ]
 
 
@@ -259,7 +259,7 @@ def drain(
                 holder.close()
     if result["jobs"] < jobs and not result["timed_out"]:
         raise BenchError(f"{name}: {result['jobs']} of {jobs} jobs completed")
-    if defaults:  # the Worker's own: 100 slots for async handlers, batches of up to 100
+    if defaults:  # the Worker's own: 500 slots for async handlers, batches of up to 500
         return {**result, "workers": workers, "concurrency": "default", "batch_size": "default"}
     return {**result, "workers": workers, "concurrency": concurrency, "batch_size": batch_size}
 

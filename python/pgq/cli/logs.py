@@ -10,8 +10,12 @@ import sys
 import threading
 import time
 
-# Fields the worker attaches to its per-job lines (pgq.worker._log_outcome).
-JOB_FIELDS = ("job_id", "entrypoint", "attempt", "deliveries", "duration", "outcome")
+# Fields the worker attaches to its per-job lines (Worker._outcome) and to its summaries
+# (Worker._summary_loop).
+FIELDS = (
+    *("job_id", "entrypoint", "attempt", "deliveries", "duration", "outcome"),
+    *("succeeded", "failed", "running", "seconds"),
+)
 
 
 class _Formatter(logging.Formatter):
@@ -36,7 +40,8 @@ class TextFormatter(_Formatter):
 
 
 class JsonFormatter(_Formatter):
-    """One JSON object per line: time, level, logger, message, and the job's fields."""
+    """One JSON object per line: time, level, logger, message, and the job's or the
+    summary's fields."""
 
     _encode = json.JSONEncoder(default=str).encode
 
@@ -47,7 +52,7 @@ class JsonFormatter(_Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        doc.update({name: getattr(record, name) for name in JOB_FIELDS if hasattr(record, name)})
+        doc.update({name: getattr(record, name) for name in FIELDS if hasattr(record, name)})
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)
         return self._encode(doc)
@@ -56,7 +61,7 @@ class JsonFormatter(_Formatter):
 class BufferedHandler(logging.Handler):
     """Lines go out in blocks, at most `interval` seconds late; warnings and errors at once.
 
-    At INFO the worker logs a line per job: a write system call per line would cost a
+    With --log-jobs the worker logs a line per job: a write system call per line would cost a
     no-op job a third of its CPU. A daemon thread flushes the block, in writes of whole
     lines of at most PIPE_BUF bytes (atomic on a pipe that several workers share). A crash
     (SIGKILL) loses at most the last `interval` of INFO lines, never a warning."""
@@ -114,8 +119,9 @@ class BufferedHandler(logging.Handler):
         super().close()
 
 
-def configure(level: str, fmt: str) -> None:
-    """Send every log record to stderr at `level`, as text or JSON lines."""
+def configure(level: str, fmt: str, jobs: bool = False) -> None:
+    """Send every log record to stderr at `level`, as text or JSON lines. A line per
+    settled job only with `jobs` (or at debug); else a job's line only when it failed."""
     # Neither format shows the caller's file and line, and finding them walks the stack for
     # every record (handlers of the application's own then show no file or line either).
     logging._srcfile = None
@@ -132,3 +138,8 @@ def configure(level: str, fmt: str) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("pgq").setLevel(level.upper())
+    # A line per job costs a no-op job about half of its CPU in the worker, and a busy
+    # worker's log would hold little else; the worker sums up what it did instead.
+    if not jobs and level.lower() != "debug":
+        per_job = max(logging.getLevelName(level.upper()), logging.WARNING)
+        logging.getLogger("pgq.worker.jobs").setLevel(per_job)

@@ -76,7 +76,13 @@ def load_worker(spec: str) -> Worker:
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
     show_default=True,
-    help="info logs every job's outcome; warning only failures.",
+    help="info: what the worker does, a summary every 10 s, and failed jobs; warning: failures only.",
+)
+@click.option(
+    "--log-jobs/--no-log-jobs",
+    default=False,
+    show_default=True,
+    help="A line for every settled job at INFO, successes too (always at debug).",
 )
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Log lines."
@@ -110,6 +116,7 @@ def worker_command(
     poll_interval: float | None,
     log_level: str,
     log_format: str,
+    log_jobs: bool,
     metrics_port: int | None,
     gc_tuning: bool,
     event_loop: str,
@@ -128,7 +135,7 @@ def worker_command(
         worker.grace_period = grace_period
     if poll_interval is not None:
         worker.poll_interval = poll_interval
-    logs.configure(log_level, log_format)
+    logs.configure(log_level, log_format, log_jobs)
     if metrics_port:
         worker_metrics.serve(worker, metrics_port)
     if gc_tuning:
