@@ -154,6 +154,8 @@ class Worker:
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if summary_interval is not None and summary_interval < 0:
+            raise ValueError("summary_interval must be 0 or more seconds (0 or None: no summaries)")
         self.dsn = dsn
         self.listen_dsn = listen_dsn
         self._concurrency = concurrency
@@ -197,7 +199,7 @@ class Worker:
 
     @property
     def concurrency(self) -> int:
-        """Handlers running at once: as given, else 100 when every handler is `async def`
+        """Handlers running at once: as given, else 500 when every handler is `async def`
         (a waiting coroutine costs little) and 20 when some run in threads."""
         if self._concurrency is not None:
             return self._concurrency
@@ -733,11 +735,11 @@ class Worker:
             await asyncio.sleep(interval)
             now = time.monotonic()
             done, bad, running = self.completed - completed, self.failed - failed, len(self._running)
-            seconds = now - since
+            seconds = max(now - since, 1e-3)
             if done or bad or running:
                 fields = {"succeeded": done, "failed": bad, "running": running, "seconds": round(seconds, 3)}
                 log.info(
-                    "%d succeeded, %d failed in the last %.0f s (%.0f jobs/s); %d running",
+                    "%d succeeded, %d failed in the last %.1f s (%.0f jobs/s); %d running",
                     *(done, bad, seconds, (done + bad) / seconds, running),
                     extra=fields,
                 )

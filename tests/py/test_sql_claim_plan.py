@@ -220,6 +220,10 @@ def test_queues_view_reads_only_the_indexes(backlog: str) -> None:
         c.execute("SET auto_explain.log_min_duration = -1")  # the checks below scan, on purpose
         sample = 300 * int(c.execute("SHOW default_statistics_target").fetchone()[0])
         queued = c.execute("SELECT count(*) FROM pgq._jobs WHERE status = 'queued'").fetchone()[0]
+        vals, freqs = c.execute(
+            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats"
+            " WHERE schemaname = 'pgq' AND tablename = '_jobs' AND attname = 'entrypoint'"
+        ).fetchone()
         oldest = dict(
             c.execute(
                 "SELECT entrypoint, now() - min(run_at) FROM pgq._jobs WHERE status = 'queued' GROUP BY 1"
@@ -241,5 +245,10 @@ def test_queues_view_reads_only_the_indexes(backlog: str) -> None:
     per_ep = ROWS // ENTRYPOINTS
     assert all(per_ep * (1 - error) < r[1] < per_ep * (1 + error) for r in rows), (error, rows)
     assert abs(sum(r[1] for r in rows) - queued) < queued * 0.01, (queued, rows)
+    # Shared out by each entrypoint's frequency in those statistics (every entrypoint counted
+    # the same 101 per priority exactly), to within the rounding of each share.
+    weight = dict(zip(vals, freqs, strict=True))
+    total, weights = sum(r[1] for r in rows), sum(weight[r[0]] for r in rows)
+    assert all(abs(r[1] - total * weight[r[0]] / weights) <= 2 for r in rows), (weight, rows)
     # The view's now() and the query's differ by the time between them: a second at most.
     assert all(abs((r[2] - oldest[r[0]]).total_seconds()) < 1 for r in rows)

@@ -364,25 +364,40 @@ def test_worker_logs_failures_and_a_summary_but_no_line_per_success_by_default(
     ok_ids = enqueue_batch(dsn, "noop", ["{}"] * 3)
     bad_id = scalar(dsn, "SELECT pgq.enqueue('flaky', '{\"fail_times\": 9}', max_attempts => 1)")
     worker = spawn("--log-format", "json", APP_SUMMARY="0.3")
+
+    def summaries() -> list[dict]:
+        lines = [json.loads(line) for line in worker.log().splitlines() if line.startswith("{")]
+        return [line for line in lines if "succeeded" in line]
+
+    def summed() -> tuple[int, int]:
+        return sum(s["succeeded"] for s in summaries()), sum(s["failed"] for s in summaries())
+
     wait_until(lambda: outcome_count(dsn) == 3 and outcome_count(dsn, "failed") == 1, 30, "the jobs")
-    wait_until(lambda: '"succeeded": 3' in worker.log(), 10, "a summary of the three successes")
+    wait_until(lambda: summed() == (3, 1), 10, "summaries of the three successes and the failure")
     assert worker.terminate() == 0
     lines = [json.loads(line) for line in worker.log().splitlines()]
     per_job = {line["job_id"]: line for line in lines if "job_id" in line}
     assert set(per_job) == {bad_id} and per_job[bad_id]["level"] == "WARNING", per_job
     assert not set(ok_ids) & set(per_job)
-    summaries = [line for line in lines if "succeeded" in line]
-    assert summaries and all(s["level"] == "INFO" and s["logger"] == "pgq.worker" for s in summaries)
-    assert sum(s["succeeded"] for s in summaries) == 3 and sum(s["failed"] for s in summaries) == 1
-    assert all(s["seconds"] > 0 and s["running"] >= 0 for s in summaries)
+    assert summed() == (3, 1)
+    assert all(s["level"] == "INFO" and s["logger"] == "pgq.worker" for s in summaries())
+    assert all(s["seconds"] > 0 and s["running"] >= 0 for s in summaries())
     # An idle worker says nothing more: no line for intervals with no job settled or running.
-    assert all(s["succeeded"] + s["failed"] + s["running"] > 0 for s in summaries)
+    assert all(s["succeeded"] + s["failed"] + s["running"] > 0 for s in summaries())
+
+
+def test_summary_interval_is_checked() -> None:
+    with pytest.raises(ValueError, match="summary_interval"):
+        pgq.Worker(summary_interval=-1)
+    assert pgq.Worker(summary_interval=0).summary_interval == 0  # no summaries
+    assert pgq.Worker().summary_interval == 10.0
 
 
 def test_defaults_run_500_async_handlers_and_claim_no_more_than_that(dsn: str, tmp_path: Path) -> None:
-    """A Worker whose handlers are all `async def`, with no settings: 500 run at once, and
-    the jobs beyond stay queued for other workers (a claim never takes more than the free
-    slots); with a thread handler among them, 20."""
+    """A Worker whose handlers are all `async def`, with no settings: 500 run at once,
+    claimed in one round trip (they share the claim's started_at), and the jobs beyond stay
+    queued for other workers (a claim never takes more than the free slots); with a thread
+    handler among them, 20."""
     (tmp_path / "defaults_app.py").write_text(
         "import asyncio, time, pgq\n"
         "worker = pgq.Worker()\n"
@@ -403,14 +418,26 @@ def test_defaults_run_500_async_handlers_and_claim_no_more_than_that(dsn: str, t
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     for attr, slots in (("worker", 500), ("threads", 20)):
         argv = [sys.executable, "-m", "pgq", "worker", f"defaults_app:{attr}", "--dsn", dsn]
-        proc = subprocess.Popen([*argv, "--grace-period", "0"], env=env)
+        with open(tmp_path / f"{attr}.log", "w") as out:
+            proc = subprocess.Popen(
+                [*argv, "--grace-period", "0"], env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         try:
             wait_until(lambda: running() == slots, 30, f"{slots} running jobs")  # noqa: B023
             time.sleep(1.0)  # a claim for more would have run by now: the worker idles
             assert running() == slots
-        finally:
+            claims = scalar(
+                dsn,
+                "SELECT count(DISTINCT started_at) FROM pgq._jobs"
+                " WHERE entrypoint = 'wait' AND status = 'running'",
+            )
+            assert claims == 1, "claimed in more than one round trip"
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+            assert proc.wait(timeout=30) == 0, (tmp_path / f"{attr}.log").read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         wait_until(lambda: running() == 0, 10, "the jobs released")
 
 

@@ -143,3 +143,5 @@ def configure(level: str, fmt: str, jobs: bool = False) -> None:
     if not jobs and level.lower() != "debug":
         per_job = max(logging.getLevelName(level.upper()), logging.WARNING)
         logging.getLogger("pgq.worker.jobs").setLevel(per_job)
+    else:
+        logging.getLogger("pgq.worker.jobs").setLevel(logging.NOTSET)  # as pgq's

@@ -76,7 +76,8 @@ def load_worker(spec: str) -> Worker:
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
     show_default=True,
-    help="info: what the worker does, a summary every 10 s, and failed jobs; warning: failures only.",
+    help="info: what the worker does, a summary every summary_interval (10 s by default) and"
+    " failed jobs; warning: failures only.",
 )
 @click.option(
     "--log-jobs/--no-log-jobs",
