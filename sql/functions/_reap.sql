@@ -76,7 +76,8 @@ BEGIN
 
     DELETE FROM pgq._workers AS w
     WHERE w.state <> 'alive' AND w.stopped_at < now() - interval '1 day'
-      AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.worker_id = w.id);
+      -- Only running jobs have a worker (_jobs_held_check): through _jobs_running_idx.
+      AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.status = 'running' AND j.worker_id = w.id);
     RETURN v_count;
 END
 $$;

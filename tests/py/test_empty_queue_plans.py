@@ -1,0 +1,135 @@
+"""Plans made while the queue was empty, used when it fills.
+
+A queue is often empty, and autovacuum analyzes it then: its statistics say pgq._jobs has
+no rows (over as many pages as it had, when vacuum cannot truncate them). A session that
+plans its statements then (an idle worker, the dashboard, pg_cron's reap) or before the
+next ANALYZE keeps plans that read the whole table, which cost nothing on an empty one. When
+a burst of jobs arrives, every claim, completion, heartbeat and read of pgq.queues would
+scan and sort the burst until autovacuum analyzes the table again (a minute or more): 100 to
+500 ms per call at 200k jobs, where the index takes a few. These are plan checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from conftest import create_database, drop_database
+
+BURST = 20_000
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+@pytest.fixture(params=["truncated", "pages kept"])
+def emptied(request: pytest.FixtureRequest, template_db: str) -> Iterator[str]:
+    """A database whose job table was drained and analyzed empty, with autovacuum off for it
+    so that no ANALYZE comes between. Vacuum truncates the table's empty pages when it can
+    take the lock (the planner then counts no pages at all), else keeps them (it counts no
+    rows over them)."""
+    name = f"pgq_empty_plans_{os.getpid()}"
+    dsn = create_database(name, template=template_db)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("ALTER TABLE pgq._jobs SET (autovacuum_enabled = off)")
+            c.execute("SELECT pgq.enqueue_batch('bench', array_fill('{}'::jsonb, ARRAY[2000]))")
+            c.execute("DELETE FROM pgq._jobs")
+            truncate = request.param == "truncated"
+            c.execute(f"VACUUM (ANALYZE, TRUNCATE {truncate}) pgq._jobs")
+            pages, rows = c.execute(
+                "SELECT relpages, reltuples FROM pg_class WHERE oid = 'pgq._jobs'::regclass"
+            ).fetchone()
+            assert (pages == 0) == truncate and rows == 0, (pages, rows)
+        yield dsn
+    finally:
+        drop_database(name)
+
+
+Call = tuple[str, str, Callable[[list[int]], tuple[Any, ...]]]
+
+# Each call with the ids of four jobs the first claim took (0 while the queue is empty).
+CALLS: list[Call] = [
+    ("claim", "SELECT id FROM pgq.claim(%s, ARRAY['bench'], 4)", lambda ids: ()),
+    ("complete", "SELECT pgq.complete(%s, %s::bigint[])", lambda ids: ([ids[0]],)),
+    ("fail", "SELECT pgq.fail(%s, %s, 'boom')", lambda ids: (ids[1],)),
+    ("snooze", "SELECT pgq.snooze(%s, %s, interval '1 hour')", lambda ids: (ids[2],)),
+    ("heartbeat", "SELECT pgq.heartbeat(%s, %s::bigint[])", lambda ids: ([ids[3]],)),
+    ("cancel", "SELECT pgq.cancel(%s::bigint[])", lambda ids: ([ids[3]],)),
+    ("retry", "SELECT pgq.retry(%s::bigint[])", lambda ids: ([ids[1]],)),
+    ("job", "SELECT pgq.job(%s)", lambda ids: (ids[1],)),
+    ("job_status", "SELECT pgq.job_status(%s)", lambda ids: (ids[1],)),
+    ("enqueue with a dedupe key", "SELECT pgq.enqueue('other', dedupe_key => 'k')", lambda ids: ()),
+    ("sweep", "SELECT pgq.sweep()", lambda ids: ()),
+    ("reap", "SELECT pgq.reap()", lambda ids: ()),
+    ("queues", "SELECT * FROM pgq.queues", lambda ids: ()),
+]
+WORKER_CALLS = {"claim", "complete", "fail", "snooze", "heartbeat"}
+
+
+def run_calls(c: psycopg.Connection, worker: str, notices: list[str] | None = None) -> dict[str, list[str]]:
+    """Every call once; with `notices` (auto_explain on), the statements of each that read
+    pgq._jobs with a Seq Scan."""
+    ids: list[int] = []
+    seq_scans: dict[str, list[str]] = {}
+    for name, statement, args in CALLS:
+        if notices is not None:
+            notices.clear()
+        params = ((worker,) if name in WORKER_CALLS else ()) + args(ids + [0] * 4)
+        rows = c.execute(statement, params).fetchall()
+        if name == "claim":
+            ids = [r[0] for r in rows]
+        for message in notices or []:
+            _, sep, body = message.partition("plan:")
+            if sep:
+                doc = json.loads(body)
+                if any(
+                    n.get("Relation Name") == "_jobs" and n["Node Type"] == "Seq Scan"
+                    for n in plan_nodes(doc["Plan"])
+                ):
+                    seq_scans.setdefault(name, []).append(" ".join(doc["Query Text"].split())[:80])
+    return seq_scans
+
+
+@pytest.mark.parametrize("planned", ["while empty", "after the burst"])
+def test_calls_walk_the_indexes_after_the_queue_was_analyzed_empty(emptied: str, planned: str) -> None:
+    with (
+        psycopg.connect(emptied, autocommit=True) as producer,
+        psycopg.connect(emptied, autocommit=True) as c,
+    ):
+        worker = c.execute("SELECT pgq.register_worker('empty', ARRAY['bench'])").fetchone()[0]
+        if planned == "while empty":
+            for _ in range(7):  # past the five custom plans, to the cached generic ones
+                run_calls(c, worker)
+        producer.execute(
+            "SELECT count(*) FROM unnest(ARRAY['bench', 'other']) AS e,"
+            " pgq.enqueue_batch(e, array_fill('{}'::jsonb, ARRAY[%s]))",
+            (BURST // 2,),
+        )
+        notices: list[str] = []
+        c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        c.execute("LOAD 'auto_explain'")
+        for setting in (
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_nested_statements = on",
+            "auto_explain.log_format = json",
+            "auto_explain.log_level = notice",
+            "client_min_messages = notice",
+        ):
+            c.execute(f"SET {setting}")
+        seq_scans = run_calls(c, worker, notices)
+        assert not seq_scans, "\n".join(
+            f"{name}: {text}" for name, texts in seq_scans.items() for text in texts
+        )
+        # The statistics still say the table is empty: nothing analyzed it meanwhile.
+        assert (
+            c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs'::regclass").fetchone()[0] == 0
+        )
