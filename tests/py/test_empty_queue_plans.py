@@ -5,8 +5,8 @@ no rows (over as many pages as it had, when vacuum cannot truncate them). A sess
 plans its statements then (an idle worker, the dashboard, pg_cron's reap) or before the
 next ANALYZE keeps plans that read the whole table, which cost nothing on an empty one. When
 a burst of jobs arrives, every claim, completion, heartbeat and read of pgq.queues would
-scan and sort the burst until autovacuum analyzes the table again (a minute or more): 100 to
-500 ms per call at 200k jobs, where the index takes a few. These are plan checks.
+scan and sort the burst until autovacuum analyzes the table again (a minute or more): 50 to
+550 ms per call at 200k jobs, where the indexes take a few. These are plan checks.
 """
 
 from __future__ import annotations
