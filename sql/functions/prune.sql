@@ -16,6 +16,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- It reads whole partitions of the outcome log: sequential scans are right here, also when
+-- pgq.sweep (which turns them off for pgq._jobs) calls it.
+SET enable_seqscan = on
 AS $$
 DECLARE
     v_default interval := (pgq._defaults()).retention;
