@@ -11,7 +11,6 @@ scan and sort the burst until autovacuum analyzes the table again (a minute or m
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,14 +19,9 @@ import psycopg
 import pytest
 
 from conftest import create_database, drop_database
+from plans import explain_nested, logged_plans, plan_nodes
 
 BURST = 20_000
-
-
-def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from plan_nodes(child)
 
 
 @pytest.fixture(params=["truncated", "pages kept"])
@@ -94,18 +88,15 @@ def run_calls(c: psycopg.Connection, worker: str, notices: list[str] | None = No
         if name == "claim":
             ids = [r[0] for r in rows]
             assert len(ids) == 4, ids
-        for message in notices or []:
-            _, sep, body = message.partition("plan:")
-            if sep:
-                doc = json.loads(body)
-                text = " ".join(doc["Query Text"].split())[:80]
-                if "JIT" in doc:
-                    found.setdefault(name, []).append(f"JIT: {text}")
-                if any(
-                    n.get("Relation Name") == "_jobs" and n["Node Type"] == "Seq Scan"
-                    for n in plan_nodes(doc["Plan"])
-                ):
-                    found.setdefault(name, []).append(text)
+        for doc in logged_plans(notices or []):
+            text = " ".join(doc["Query Text"].split())[:80]
+            if "JIT" in doc:
+                found.setdefault(name, []).append(f"JIT: {text}")
+            if any(
+                n.get("Relation Name") == "_jobs" and n["Node Type"] == "Seq Scan"
+                for n in plan_nodes(doc["Plan"])
+            ):
+                found.setdefault(name, []).append(text)
     return found
 
 
@@ -137,18 +128,7 @@ def test_calls_walk_the_indexes_after_the_queue_was_analyzed_empty(emptied: str,
             " pgq.enqueue_batch(e, array_fill('{}'::jsonb, ARRAY[%s]))",
             (BURST // 2,),
         )
-        notices: list[str] = []
-        c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        c.execute("LOAD 'auto_explain'")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_nested_statements = on",
-            "auto_explain.log_format = json",
-            "auto_explain.log_level = notice",
-            "client_min_messages = notice",
-        ):
-            c.execute(f"SET {setting}")
-        found = run_calls(c, worker, notices)
+        found = run_calls(c, worker, explain_nested(c))
         assert not found, "\n".join(f"{name}: {text}" for name, texts in found.items() for text in texts)
         # The statistics still say the table is empty: nothing analyzed it meanwhile.
         assert (

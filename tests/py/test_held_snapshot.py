@@ -10,21 +10,16 @@ make it look free). These are plan and buffer checks, not timings.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
+from plans import explain_nested, logged_plans, plan_nodes
+
 JOBS = 3000
 BATCH = 100
-
-
-def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from plan_nodes(child)
 
 
 @pytest.fixture
@@ -49,32 +44,15 @@ def nested_plans(
     c: psycopg.Connection, statement: str, params: tuple[Any, ...]
 ) -> list[tuple[str, dict[str, Any]]]:
     """Run a pgq call with auto_explain on its nested statements: (query text, plan) of each."""
-    notices: list[str] = []
-    c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-    c.execute("LOAD 'auto_explain'")
-    for setting in (
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_nested_statements = on",
-        "auto_explain.log_analyze = on",
-        "auto_explain.log_buffers = on",
-        "auto_explain.log_timing = off",
-        "auto_explain.log_format = json",
-        "auto_explain.log_level = notice",
-        "client_min_messages = notice",
-    ):
-        c.execute(f"SET {setting}")
+    notices = explain_nested(
+        c, "auto_explain.log_analyze = on", "auto_explain.log_buffers = on", "auto_explain.log_timing = off"
+    )
     try:
         c.execute(statement, params).fetchall()
     finally:
         c.execute("RESET client_min_messages")
         c.execute("SET auto_explain.log_min_duration = -1")
-    plans = []
-    for message in notices:
-        _, sep, body = message.partition("plan:")
-        if sep:
-            doc = json.loads(body)
-            plans.append((doc["Query Text"], doc["Plan"]))
-    return plans
+    return [(doc["Query Text"], doc["Plan"]) for doc in logged_plans(notices)]
 
 
 def jobs_indexes(plans: list[tuple[str, dict[str, Any]]], marker: str) -> list[str | None]:

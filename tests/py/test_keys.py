@@ -5,16 +5,15 @@ real Worker that sees the key and snoozes.
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 import pgq
+from plans import explain_nested, logged_plans, plan_nodes
 from test_sql_concurrency import complete, register, run_in_threads
 from workers import wait_until, wait_until_waiting_on_lock
 
@@ -182,12 +181,6 @@ def test_snooze_rejects_a_bad_delay() -> None:
     assert pgq.Snooze(1.5).seconds == 1.5
 
 
-def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from plan_nodes(child)
-
-
 def test_keyed_claim_reads_per_key_not_per_job(conn: psycopg.Connection) -> None:
     """On 100k queued jobs of two keys, the keyed claim's statement (its plan captured with
     auto_explain, actual row counts) reads a few rows per key, never the backlog."""
@@ -196,22 +189,11 @@ def test_keyed_claim_reads_per_key_not_per_job(conn: psycopg.Connection) -> None
     enqueue_keyed(conn, ep, "small", 10)
     conn.execute("ANALYZE pgq._jobs")
     wid = register(conn, "kb", [ep])
-    notices: list[str] = []
-    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-    conn.execute("LOAD 'auto_explain'")
-    for setting in (
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_nested_statements = on",
-        "auto_explain.log_analyze = on",
-        "auto_explain.log_format = json",
-        "auto_explain.log_level = notice",
-        "client_min_messages = notice",
-    ):
-        conn.execute(f"SET {setting}")
+    notices = explain_nested(conn, "auto_explain.log_analyze = on")
     rows = claim(conn, wid, ep, 10)
     conn.execute("RESET client_min_messages")
     assert sorted(r[1] for r in rows) == ["big"] * 5 + ["small"] * 5
-    statements = [json.loads(body) for _, sep, body in (m.partition("plan:") for m in notices) if sep]
+    statements = logged_plans(notices)
     plans = [d["Plan"] for d in statements if "RECURSIVE" in d.get("Query Text", "")]
     assert len(plans) == 1, "the keyed claim's plan was not captured"
     scans = [n for n in plan_nodes(plans[0]) if n.get("Relation Name") == "_jobs"]

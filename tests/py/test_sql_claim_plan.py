@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from conftest import create_database, drop_database
+from plans import explain_nested, logged_plans, plan_nodes
 
 ROWS = 1_000_000
 ENTRYPOINTS = 100
@@ -62,12 +63,6 @@ def backlog(template_db: str) -> Iterator[str]:
         drop_database(name)
 
 
-def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from plan_nodes(child)
-
-
 def assert_walks_the_claim_index(plan: dict[str, Any]) -> None:
     nodes = list(plan_nodes(plan))
     kinds = [n["Node Type"] for n in nodes]
@@ -103,19 +98,9 @@ def test_claim_query_walks_the_claim_index(backlog: str, generic: bool) -> None:
 def test_claim_function_uses_the_index_after_plan_caching(backlog: str) -> None:
     """The plans pgq.claim actually runs (auto_explain on its nested statements), including
     the generic plan PL/pgSQL switches to after a few calls."""
-    notices: list[str] = []
     with psycopg.connect(backlog, autocommit=True) as c:
-        c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         worker = c.execute("SELECT pgq.register_worker('plan', ARRAY['ep_1', 'ep_2', 'ep_3'])").fetchone()[0]
-        c.execute("LOAD 'auto_explain'")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_nested_statements = on",
-            "auto_explain.log_format = json",
-            "auto_explain.log_level = notice",
-            "client_min_messages = notice",
-        ):
-            c.execute(f"SET {setting}")
+        notices = explain_nested(c)
         for _ in range(8):
             notices.clear()
             rows = c.execute(
@@ -124,11 +109,7 @@ def test_claim_function_uses_the_index_after_plan_caching(backlog: str) -> None:
             assert len(rows) == 20
         c.execute("RESET client_min_messages")
 
-    plans = []
-    for message in notices:
-        _, sep, body = message.partition("plan:")
-        if sep and "CROSS JOIN LATERAL" in body:
-            plans.append(json.loads(body)["Plan"])
+    plans = [doc["Plan"] for doc in logged_plans(notices) if "CROSS JOIN LATERAL" in doc["Query Text"]]
     assert len(plans) == 1, "the claim statement's plan was not captured"
     nodes = list(plan_nodes(plans[0]))
     jobs_scans = [n for n in nodes if n.get("Relation Name") == "_jobs"]
@@ -201,18 +182,8 @@ def test_queues_view_reads_only_the_indexes(backlog: str) -> None:
     partial indexes, never a Seq Scan; each entrypoint's 10,000 jobs are over its share of
     the exact limit (100 of 10,000 for 100 entrypoints), so the counts are estimates from
     the fresh statistics, close to the truth; the oldest due job is still exact."""
-    notices: list[str] = []
     with psycopg.connect(backlog, autocommit=True) as c:
-        c.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        c.execute("LOAD 'auto_explain'")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_nested_statements = on",
-            "auto_explain.log_format = json",
-            "auto_explain.log_level = notice",
-            "client_min_messages = notice",
-        ):
-            c.execute(f"SET {setting}")
+        notices = explain_nested(c)
         for _ in range(3):
             rows = c.execute(
                 "SELECT entrypoint, queued, oldest_queued_age, approximate FROM pgq.queues"
@@ -229,7 +200,7 @@ def test_queues_view_reads_only_the_indexes(backlog: str) -> None:
                 "SELECT entrypoint, now() - min(run_at) FROM pgq._jobs WHERE status = 'queued' GROUP BY 1"
             ).fetchall()
         )
-    plans = [json.loads(body)["Plan"] for m in notices for _, sep, body in [m.partition("plan:")] if sep]
+    plans = [doc["Plan"] for doc in logged_plans(notices)]
     scans = [n for p in plans for n in plan_nodes(p) if n.get("Relation Name") == "_jobs"]
     assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), [
         (n["Node Type"], n.get("Index Name")) for n in scans
