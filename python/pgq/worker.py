@@ -162,7 +162,7 @@ class Worker:
         self.batch_size = batch_size
         self.poll_interval = poll_interval
         self.grace_period = grace_period
-        # Seconds between the INFO lines that sum up what the worker did (None: none).
+        # Seconds between the INFO lines that sum up what the worker did (0 or None: none).
         self.summary_interval = summary_interval
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.worker_id: UUID | None = None

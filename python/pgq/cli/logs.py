@@ -138,7 +138,7 @@ def configure(level: str, fmt: str, jobs: bool = False) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("pgq").setLevel(level.upper())
-    # A line per job costs a no-op job about half of its CPU in the worker, and a busy
+    # A line per job costs a no-op job some 40% of its CPU in the worker, and a busy
     # worker's log would hold little else; the worker sums up what it did instead.
     if not jobs and level.lower() != "debug":
         per_job = max(logging.getLevelName(level.upper()), logging.WARNING)
