@@ -36,9 +36,8 @@ LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
--- Index paths into pgq._jobs even when the statistics say it is empty (a drained queue,
--- analyzed then): a plan made from them would scan and sort the whole table once jobs
--- arrive, until the next ANALYZE (tests/py/test_empty_queue_plans.py).
+-- Index paths into pgq._jobs whatever its statistics say (a queue analyzed empty):
+-- tests/py/test_empty_queue_plans.py says why.
 SET enable_seqscan = off
 -- Compiling these short index probes would cost seconds (their estimated costs can cross
 -- the JIT thresholds), running them a few milliseconds.

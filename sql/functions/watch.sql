@@ -10,11 +10,8 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
--- Index paths into pgq._jobs even when the statistics say it is empty (a drained queue,
--- analyzed then): a plan made from them would scan and sort the whole table once jobs
--- arrive, until the next ANALYZE (tests/py/test_empty_queue_plans.py). JIT off: the cost
--- that disables a scan would otherwise start compiling (a third of a second) these short
--- statements.
+-- Index paths into pgq._jobs whatever its statistics say (a queue analyzed empty):
+-- tests/py/test_empty_queue_plans.py says why; JIT off, which that cost would start.
 SET enable_seqscan = off
 SET jit = off
 AS $$
