@@ -17,6 +17,7 @@ import pytest
 
 import pgq
 from pgq import Client, JobRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from pgq import queries as q
 
 
 @pytest.fixture
@@ -98,6 +99,27 @@ def test_enqueue_defaults_and_scalar_payloads(client: Client) -> None:
     assert [jobs[i].payload for i in ids] == [None, [1, 2], "x"]
     assert {j.priority for j in jobs.values()} == {0}
     assert {j.max_attempts for j in jobs.values()} == {5}
+
+
+def test_enqueue_sends_only_what_differs_from_the_defaults(client: Client) -> None:
+    """A plain enqueue is a short statement (cheaper to parse and plan); what is not the
+    default, a wrong value included, still reaches pgq.enqueue and its checks."""
+    defaults = dict(
+        priority=0, run_at=None, dedupe_key=None, headers=None, max_attempts=None, depends_on=None
+    )
+    plain = q.enqueue("e", {"a": 1}, **defaults)  # type: ignore[arg-type]
+    assert plain.query == (
+        "SELECT pgq.enqueue(entrypoint => %(entrypoint)s::text, payload => %(payload)s::jsonb)"
+    )
+    assert set(plain.params) == {"entrypoint", "payload"}
+    with pytest.raises(pgq.InvalidArgument, match="max_attempts"):
+        client.enqueue("e", max_attempts=0)
+    with pytest.raises(pgq.InvalidArgument, match="entrypoint"):
+        client.enqueue(" e")
+    assert client.jobs(entrypoint="e") == []
+    job_id = client.enqueue("e", priority=-3)
+    assert [j.priority for j in client.jobs(entrypoint="e")] == [-3]
+    assert client.job(job_id)["payload"] is None
 
 
 def test_enqueue_dedupe_key_returns_the_live_job(client: Client) -> None:
