@@ -47,6 +47,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         "backlog",
         "xmin",
         "xmin_large",
+        "drain_large",
         "queues",
         "peer",
     }
@@ -55,8 +56,10 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
     for name in ("drain", "defaults", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
-    # Once, as many under the held snapshot as the largest backlog.
-    assert s["xmin_large"]["jobs"] == 2000 and s["xmin_large"]["jobs_per_s"] > 0, s["xmin_large"]
+    # Once, as many under the held snapshot as the largest backlog, and without it.
+    for name in ("xmin_large", "drain_large"):
+        assert s[name]["jobs"] == 2000 and s[name]["jobs_per_s"] > 0, s[name]
+    assert "of the clean drain of 2k" in result.output, result.output
     assert s["bystander"]["bystander"]["drain"]["p50_ms"] > 0, s["bystander"]
     assert s["bystander"]["bystander"]["idle"]["samples"] >= 100, s["bystander"]
     assert s["keyed"]["jobs"] == 100 and s["keyed"]["jobs_per_s"] > 0, s["keyed"]

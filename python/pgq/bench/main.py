@@ -328,8 +328,11 @@ class Rounds:
             if on("xmin"):
                 self.attempt("xmin", lambda: pgq_drain("xmin", hold_xmin=True))
                 if n == 0 and sizes[-1] > jobs:
-                    # Once: as many claimed under the snapshot as the largest backlog holds.
+                    # Once: as many claimed under the snapshot as the largest backlog holds,
+                    # and the same drain without it (its baseline: a longer drain also
+                    # meets more checkpoints and a larger table, snapshot or not).
                     self.attempt("xmin_large", lambda: pgq_drain("xmin_large", hold_xmin=True, n=sizes[-1]))
+                    self.attempt("drain_large", lambda: pgq_drain("drain_large", n=sizes[-1]))
             for size in sizes if on("backlog") else []:
                 spread = max(1, size // sample)
                 self.attempt(
@@ -407,9 +410,8 @@ class Rounds:
             ("latency", "latency", "p50_ms"),
         ]:
             out[name] = self.best(key, rate) if on(name) else {"skipped": "not selected (--only)"}
-        out["xmin_large"] = (
-            self.best("xmin_large", "jobs_per_s") if on("xmin") else {"skipped": "not selected (--only)"}
-        )
+        for name in ("xmin_large", "drain_large"):
+            out[name] = self.best(name, "jobs_per_s") if on("xmin") else {"skipped": "not selected (--only)"}
         if on("latency") and "latency" in self.runs:
             out["latency"] = {**self.runs["latency"][0]}
         out["enqueue"] = (
