@@ -56,7 +56,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
     for name in ("drain", "defaults", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
-    # Once, as many under the held snapshot as the largest backlog, and without it.
+    # As many under the held snapshot as the largest backlog, and without it.
     for name in ("xmin_large", "drain_large"):
         assert s[name]["jobs"] == 2000 and s[name]["jobs_per_s"] > 0, s[name]
     assert "of the clean drain of 2k" in result.output, result.output

@@ -327,10 +327,10 @@ class Rounds:
                 )
             if on("xmin"):
                 self.attempt("xmin", lambda: pgq_drain("xmin", hold_xmin=True))
-                if n == 0 and sizes[-1] > jobs:
-                    # Once: as many claimed under the snapshot as the largest backlog holds,
-                    # and the same drain without it (its baseline: a longer drain also
-                    # meets more checkpoints and a larger table, snapshot or not).
+                if sizes[-1] > jobs:
+                    # As many claimed under the snapshot as the largest backlog holds, and
+                    # the same drain without it (its baseline: a longer drain also meets
+                    # more checkpoints and a larger table, snapshot or not).
                     self.attempt("xmin_large", lambda: pgq_drain("xmin_large", hold_xmin=True, n=sizes[-1]))
                     self.attempt("drain_large", lambda: pgq_drain("drain_large", n=sizes[-1]))
             for size in sizes if on("backlog") else []:
