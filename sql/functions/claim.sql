@@ -172,17 +172,21 @@ BEGIN
     -- array of ids, which walks the primary key whatever the planner assumes of the batch
     -- size (a join with the candidates turns into a hash join over the whole table when it
     -- guesses large). pgq._open_entrypoints (inlined) says where each entrypoint's scan
-    -- starts.
+    -- starts. The first statement updates the rows it locked by their ctid (a TID scan),
+    -- saving a descent of the primary key per job (a tenth of the claim's server CPU):
+    -- a locked row cannot move, and a row another transaction changed between this
+    -- statement's snapshot and the lock is not visible at its new ctid, so it is left
+    -- queued (not returned) for the next claim.
     IF cardinality(v_limited) = 0 THEN
         RETURN QUERY
         WITH allowance AS (
             SELECT s.* FROM pgq._open_entrypoints(entrypoints) AS s
         ),
         candidates AS (
-            SELECT c.id
+            SELECT c.ctid
             FROM allowance AS a
             CROSS JOIN LATERAL (
-                SELECT j.id, j.priority, j.run_at
+                SELECT j.ctid, j.id, j.priority, j.run_at
                 FROM pgq._jobs AS j
                 WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
                   AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
@@ -196,7 +200,7 @@ BEGIN
         claimed AS (
             UPDATE pgq._jobs AS j
             SET status = 'running', worker_id = claim.worker_id, deliveries = j.deliveries + 1, started_at = now()
-            WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
+            WHERE j.ctid = ANY (ARRAY(SELECT c.ctid FROM candidates AS c))
             RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
                       j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key
         )

@@ -122,6 +122,10 @@ def test_claim_function_uses_the_index_after_plan_caching(backlog: str) -> None:
     assert locks and all(
         any(c.get("Index Name") == "_jobs_claim_idx" for c in plan_nodes(n)) for n in locks
     ), "the rows are not locked straight off the claim index"
+    # The UPDATE takes the locked rows by their ctid: no second descent of an index per job.
+    assert [n["Node Type"] for n in jobs_scans if "Scan" in n["Node Type"]] == ["Index Scan", "Tid Scan"], [
+        (n["Node Type"], n.get("Index Name")) for n in jobs_scans
+    ]
 
 
 def test_claim_of_100_on_the_backlog_is_fast(backlog: str) -> None:
