@@ -2,9 +2,10 @@
 -- transactions pgq uses (claim commits, then completion commits). The claimed rows are
 -- rendered as text, as a worker receives them (pgq_cycle.sql does the same). :batch is
 -- set with `pgbench -D batch=N`; :client_id is pgbench's own. Run with -M prepared, so
--- :ids is sent as a parameter.
+-- :ids is sent as a parameter. The locked rows are updated by their ctid (a TID scan), as
+-- pgq.claim does.
 WITH candidates AS (
-    SELECT j.id
+    SELECT j.ctid
     FROM raw_jobs AS j
     WHERE j.entrypoint = 'bench' AND j.status = 'queued' AND j.run_at <= now()
     ORDER BY j.priority DESC, j.run_at, j.id
@@ -15,8 +16,7 @@ claimed AS (
     UPDATE raw_jobs AS j
     SET status = 'running', worker_id = md5(:client_id::text)::uuid,
         deliveries = j.deliveries + 1, started_at = now()
-    FROM candidates AS c
-    WHERE j.id = c.id
+    WHERE j.ctid = ANY (ARRAY(SELECT c.ctid FROM candidates AS c))
     RETURNING j.id, j.entrypoint, j.payload, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.run_at
 )
 SELECT coalesce(array_agg(c.id)::text, '{}') AS ids, sum(length(c::text)) AS bytes FROM claimed AS c \gset
