@@ -17,7 +17,8 @@ claimed AS (
     SET status = 'running', worker_id = md5(:client_id::text)::uuid,
         deliveries = j.deliveries + 1, started_at = now()
     WHERE j.ctid = ANY (ARRAY(SELECT c.ctid FROM candidates AS c))
-    RETURNING j.id, j.entrypoint, j.payload, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.run_at
+    RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries, j.enqueued_at,
+              j.run_at
 )
 SELECT coalesce(array_agg(c.id)::text, '{}') AS ids, sum(length(c::text)) AS bytes FROM claimed AS c \gset
 WITH done AS (
@@ -25,11 +26,12 @@ WITH done AS (
     WHERE j.id = ANY (:ids::bigint[]) AND j.worker_id = md5(:client_id::text)::uuid
       AND j.status = 'running'
     RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at,
-              j.started_at, j.worker_id
+              j.started_at, j.worker_id, j.payload, j.headers
 )
 INSERT INTO raw_outcomes (
-    job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id
+    job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, worker_id,
+    payload, headers
 )
 SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
-       d.started_at, d.worker_id
+       d.started_at, d.worker_id, d.payload, d.headers
 FROM done AS d;

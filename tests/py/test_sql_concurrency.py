@@ -6,6 +6,7 @@ own (autocommit), as a worker's would.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from conftest import create_database, drop_database
 from workers import wait_until_waiting_on_lock
 
 
@@ -109,6 +111,61 @@ def test_concurrent_claims_are_disjoint_and_complete(
     for wid, ids, _ in results:
         assert held.get(wid, []) == sorted(ids)
     assert conn.execute("SELECT count(*) FROM pgq._jobs WHERE status <> 'running'").fetchone()[0] == 0
+
+
+# A stand-in for pgq._open_entrypoints that waits on advisory lock 4242 first. The claim's
+# statement calls it (it can no longer be inlined) after taking its snapshot and before it
+# locks any job, which opens the window between the two for another session.
+_PAUSED_OPEN_ENTRYPOINTS = """
+CREATE FUNCTION pgq._open_entrypoints(entrypoints text[])
+RETURNS TABLE (ep text, timeout interval, max_attempts integer, from_np bigint, from_run timestamptz,
+               from_id bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_lock(4242);
+    PERFORM pg_advisory_unlock(4242);
+    RETURN QUERY SELECT * FROM pgq._open_entrypoints_inner(entrypoints);
+END
+$$
+"""
+
+
+def test_a_job_changed_between_the_claims_snapshot_and_its_lock_is_left_for_the_next_claim(
+    template_db: str,
+) -> None:
+    """The claim updates the rows it locked by their ctid. A job that another transaction
+    changed after the claim's snapshot and that is still due (here an UPDATE of its headers,
+    as an operator might run) is locked at its new version, which the claim's update cannot
+    see: that claim leaves it queued, the next one takes it, changed. No job is lost or
+    delivered twice. (pgq's own writes of a queued job, a dedupe_mode 'replace' enqueue,
+    also move its run_at past the claim's now(), so the claim skips it either way.)"""
+    name = f"pgq_claim_window_{os.getpid()}"
+    dsn = create_database(name, template=template_db)
+    try:
+        with (
+            psycopg.connect(dsn, autocommit=True) as admin,
+            psycopg.connect(dsn, autocommit=True) as claimer,
+        ):
+            admin.execute("ALTER FUNCTION pgq._open_entrypoints(text[]) RENAME TO _open_entrypoints_inner")
+            admin.execute(_PAUSED_OPEN_ENTRYPOINTS)
+            first, changed, last = enqueue_many(admin, "window", 3)
+            worker = register(claimer, "w", ["window"])
+            admin.execute("SELECT pg_advisory_lock(4242)")
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                claimed = pool.submit(claim, claimer, worker, ["window"], 10)
+                assert wait_until_waiting_on_lock(admin, claimer.info.backend_pid)
+                admin.execute("UPDATE pgq._jobs SET headers = '{\"h\": 2}' WHERE id = %s", (changed,))
+                admin.execute("SELECT pg_advisory_unlock(4242)")
+                first_claim = claimed.result(timeout=30)
+            assert sorted(first_claim) == [(first, 1), (last, 1)]
+            status = admin.execute("SELECT status FROM pgq._jobs WHERE id = %s", (changed,)).fetchone()[0]
+            assert status == "queued"
+            again = claimer.execute(
+                "SELECT id, deliveries, headers FROM pgq.claim(%s::uuid, '{window}', 10)", (worker,)
+            ).fetchall()
+            assert again == [(changed, 1, {"h": 2})]
+    finally:
+        drop_database(name)
 
 
 # --- concurrency limit ---------------------------------------------------------------------
