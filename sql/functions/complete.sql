@@ -113,8 +113,10 @@ BEGIN
     IF v_done = '{}' THEN
         RETURN;
     END IF;
-    -- An index probe that finds nothing unless some job waits.
-    IF EXISTS (SELECT 1 FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.depends_on && v_done) THEN
+    -- Whether any job waits at all (one descent of _jobs_waiting_any_idx; every waiting job
+    -- has no worker), and only then whether one waits for these (the GIN index, once per id).
+    IF EXISTS (SELECT 1 FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.worker_id IS NULL)
+       AND EXISTS (SELECT 1 FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.depends_on && v_done) THEN
         PERFORM pgq._release_dependents(v_done);
     END IF;
     PERFORM pg_notify('pgq', q.entrypoint)

@@ -119,6 +119,12 @@ CREATE INDEX _jobs_dead_idx ON pgq._jobs (entrypoint, id) WHERE status = 'dead';
 -- Waiting jobs by the jobs they wait for.
 CREATE INDEX _jobs_waiting_idx ON pgq._jobs USING gin (depends_on) WHERE status = 'waiting';
 
+-- Waiting jobs only, nearly always none: a completion asks whether any job waits (one
+-- descent) before it probes the index above once per completed id. worker_id IS NULL is
+-- true of every waiting job (_jobs_held_check); the dependents' lookups do not state it,
+-- so the planner cannot take this index for them instead of the one above.
+CREATE INDEX _jobs_waiting_any_idx ON pgq._jobs (id) WHERE status = 'waiting' AND worker_id IS NULL;
+
 -- Workers: a lease is held by the worker row, so one heartbeat UPDATE extends the leases
 -- of every job the worker holds.
 CREATE TABLE pgq._workers (

@@ -19,6 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from plans import explain_nested, logged_plans, plan_nodes
 from workers import WorkerProcess, ledger_lines, wait_until, wait_until_waiting_on_lock
 
 
@@ -418,3 +419,41 @@ def test_many_waiters_on_one_job_are_released_together(conn: psycopg.Connection,
         "SELECT count(*) FROM pgq._jobs WHERE id = ANY(%s) AND status = 'queued'", (waiters,)
     ).fetchone()[0]
     assert queued == n
+
+
+def test_a_completion_looks_for_dependents_only_when_a_job_waits(conn: psycopg.Connection) -> None:
+    """Looking for a completion's dependents probes the waiting jobs' GIN index once per
+    completed id. With no job waiting, one descent of the index of waiting jobs
+    (_jobs_waiting_any_idx, nearly always empty) answers instead. With a job waiting, the
+    dependents are found through the GIN index as before (never by walking every waiting
+    job in id order) and released."""
+
+    def probes(job: int, worker: uuid.UUID) -> list[tuple[str, str]]:
+        """(statement, index) for each waiting index a statement of the completion read."""
+        notices = explain_nested(conn, "auto_explain.log_analyze = on")
+        assert complete(conn, worker, job) == [job]
+        conn.execute("SET auto_explain.log_min_duration = -1")
+        return sorted(
+            {
+                ("pre-check" if "worker_id IS NULL" in doc["Query Text"] else "lookup", n["Index Name"])
+                for doc in logged_plans(notices)
+                for n in plan_nodes(doc["Plan"])
+                if n.get("Index Name") in ("_jobs_waiting_idx", "_jobs_waiting_any_idx")
+                and n.get("Actual Loops")
+            }
+        )
+
+    worker = register(conn, ["probe"])
+    first = enqueue(conn, "probe")
+    assert claim_one(conn, worker, "probe") == first
+    assert probes(first, worker) == [("pre-check", "_jobs_waiting_any_idx")]
+
+    second = enqueue(conn, "probe")
+    waiter = enqueue(conn, "probe_w", [second])
+    assert claim_one(conn, worker, "probe") == second
+    assert probes(second, worker) == [
+        ("lookup", "_jobs_waiting_idx"),
+        ("pre-check", "_jobs_waiting_any_idx"),
+        ("pre-check", "_jobs_waiting_idx"),
+    ]
+    assert status(conn, waiter) == "queued"
