@@ -115,7 +115,11 @@ BEGIN
     END IF;
     -- Whether any job waits at all (one descent of _jobs_waiting_any_idx; every waiting job
     -- has no worker), and only then whether one waits for these (the GIN index, once per id).
-    IF EXISTS (SELECT 1 FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.worker_id IS NULL)
+    -- Newest first: under a held snapshot the entries of jobs that waited and were released
+    -- since stay, and the newest waiting job, if any, is the likeliest still to wait.
+    IF (
+        SELECT w.id FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.worker_id IS NULL ORDER BY w.id DESC LIMIT 1
+    ) IS NOT NULL
        AND EXISTS (SELECT 1 FROM pgq._jobs AS w WHERE w.status = 'waiting' AND w.depends_on && v_done) THEN
         PERFORM pgq._release_dependents(v_done);
     END IF;
