@@ -9,7 +9,8 @@ soak_sql has a 1-second timeout that about 1 job in 25 overruns on its first del
 (then retried after a short backoff), soak_trigger is a transactional handler that writes
 an effect row in the transaction completing its job, soak_batch is limited to 8 running
 jobs across all workers. A canceller calls pgq.cancel on about 1% of the committed jobs
-while they are queued or running. At random moments a fault is injected: SIGKILL of a
+while they are queued or running, and changes about as many others while they are queued
+(an UPDATE of their headers, under the workers' claims). At random moments a fault is injected: SIGKILL of a
 worker (a new one is started), pg_terminate_backend of the workers' connections, a
 PostgreSQL restart with `-m fast`, one with `-m immediate`, and a read-only window (the
 database set to default_transaction_read_only and the clients' connections cut, for 1.5 s).
@@ -255,8 +256,12 @@ class Canceller(threading.Thread):
     """Asks pgq.cancel for about `fraction` of the committed jobs, soon after their commit
     (while they are queued or running): each sampled key is looked up in pgq.jobs, and
     what is found is recorded in `asked` (key -> job id) before pgq.cancel is called, so a
-    cancel whose reply was lost still counts as asked. Twice a second it also checks that
-    no queued job is below its entrypoint's claim mark (pgq._raise_mark)."""
+    cancel whose reply was lost still counts as asked. About as many other jobs are touched
+    while queued (a new row version, headers changed, still due), as an operator's UPDATE
+    would: claims meet rows changed after their snapshot (pgq.claim updates the rows it
+    locked by ctid and leaves such a row for the next claim); `touched` counts them. Twice
+    a second it also checks that no queued job is below its entrypoint's claim mark
+    (pgq._raise_mark)."""
 
     def __init__(
         self, dsn: str, producers: list[Producer], fraction: float, rng: random.Random, stop: threading.Event
@@ -270,6 +275,7 @@ class Canceller(threading.Thread):
         self.asked: dict[str, int] = {}
         self.calls = 0
         self.missed = 0  # sampled, but no longer in pgq.jobs
+        self.touched = 0
         self.errors: list[str] = []
         self._seen = [0] * len(producers)
 
@@ -277,13 +283,18 @@ class Canceller(threading.Thread):
         conn: psycopg.Connection | None = None
         next_mark_check = 0.0
         while not self.stop.wait(0.05):
-            keys = []
+            keys, touch = [], []
             for i, producer in enumerate(self.producers):
                 fresh = producer.committed[self._seen[i] :]
                 self._seen[i] += len(fresh)
-                keys += [k for k in fresh if self.rng.random() < self.fraction]
+                for k in fresh:
+                    draw = self.rng.random()
+                    if draw < self.fraction:
+                        keys.append(k)
+                    elif draw < 2 * self.fraction:
+                        touch.append(k)
             check_marks = time.monotonic() >= next_mark_check
-            if not keys and not check_marks:
+            if not keys and not touch and not check_marks:
                 continue
             try:
                 if conn is None:
@@ -297,6 +308,12 @@ class Canceller(threading.Thread):
                     below = conn.execute(BELOW_MARK).fetchone()[0]
                     if below:
                         self.errors.append(f"queued jobs below the claim mark: {below}")
+                if touch:
+                    self.touched += conn.execute(
+                        "UPDATE pgq._jobs SET headers = coalesce(headers, '{}') || '{\"soak_touched\": true}'"
+                        " WHERE entrypoint = ANY(%s) AND payload->>'key' = ANY(%s) AND status = 'queued'",
+                        (ENTRYPOINTS, touch),
+                    ).rowcount
                 if not keys:
                     continue
                 found = conn.execute(

@@ -628,6 +628,7 @@ class Audit:
             + f"; re-runs {self.extra} ({len(self.unexplained)} unexplained);"
             f" timeouts {len(self.timeouts)}, failed at faults {len(self.failed_at_fault)};"
             f" cancels asked {len(self.asked)} (canceled {asked_canceled});"
+            f" touched while queued {self.canceller.touched};"
             f" effects exactly once {self.effects_ok};"
             f" {LIMITED} peak {self.quiet_peak}/{LIMIT} outside faults;"
             f" lost {len(lost)}"
@@ -644,6 +645,7 @@ class Audit:
             "timeouts": len(self.timeouts),
             "failed_at_faults": len(self.failed_at_fault),
             "cancels_asked": len(self.asked),
+            "touched": self.canceller.touched,
             "canceled": asked_canceled,
             "effects": self.effects_ok,
             "limited_peak": self.quiet_peak,

@@ -22,9 +22,11 @@ def test_chaos_soak(dsn: str, tmp_path: Path) -> None:
     detail = "\n".join([*report.problems, *evidence, report.summary])
     assert report.stats["jobs"] > 1000, detail
     assert all(report.stats["faults"].get(kind, 0) >= 1 for kind in KINDS), detail
-    # The workload's own classes: slow jobs timed out, jobs canceled on request.
+    # The workload's own classes: slow jobs timed out, jobs canceled on request, queued
+    # jobs changed under the claims.
     assert report.stats["timeouts"] >= 1, detail
     assert report.stats["cancels_asked"] >= 1, detail
+    assert report.stats["touched"] >= 1, detail
     assert report.stats["lost"] == 0, detail
     assert report.stats["doubles"] == 0, detail
     assert not report.problems, detail
