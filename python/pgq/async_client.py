@@ -43,9 +43,16 @@ class AsyncClient:
     or leaving the `async with` block closes it."""
 
     def __init__(
-        self, dsn: str | None = None, *, min_size: int = 1, max_size: int = 4, timeout: float = 30.0
+        self,
+        dsn: str | None = None,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 30.0,
+        prepare: bool = True,
     ) -> None:
         self.dsn = resolve_dsn(dsn)
+        self._prepare = prepare
         self._pool: AsyncConnectionPool = AsyncConnectionPool(
             self.dsn,
             min_size=min_size,
@@ -54,6 +61,7 @@ class AsyncClient:
             open=False,
             name="pgq-async-client",
             kwargs={"autocommit": True, "prepare_threshold": None},
+            configure=self._configure,
         )
         self._lock = asyncio.Lock()
         self._state = "new"  # new -> open -> closed
@@ -70,6 +78,13 @@ class AsyncClient:
                 await self._pool.open()
                 self._state = "open"
         return self._pool
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """A new pooled connection: prepared statements only straight to PostgreSQL."""
+        server_pid = None
+        if self._prepare:
+            (server_pid,) = (await (await conn.execute(q.BACKEND_PID)).fetchall())[0]
+        conn.prepare_threshold = q.pooled_threshold(self._prepare, conn.info.backend_pid, server_pid)
 
     async def close(self) -> None:
         """Close the pool. The client cannot be used afterwards."""
@@ -393,5 +408,5 @@ async def _run_on(conn: psycopg.AsyncConnection[Any], call: Call, *, savepoint: 
             raise q.interval_error(argument, text, exc) from exc
     cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
     async with cursor as cur:
-        await cur.execute(call.query, call.params)
+        await cur.execute(call.query, call.params, prepare=(call.prepare and not savepoint) or None)
         return q.shape_rows(call, await cur.fetchall())

@@ -55,13 +55,22 @@ class Client:
 
     dsn: a libpq connection string; default $PGQ_DSN, else libpq's environment (PGHOST, ...).
     The pool (min_size to max_size connections) opens on first use; close() or a `with`
-    block closes it. A Client is safe to share between threads.
+    block closes it. A Client is safe to share between threads. prepare: enqueue calls run
+    as server-side prepared statements on connections straight to PostgreSQL (never through
+    a pooler such as PgBouncer, which it recognizes); False turns that off.
     """
 
     def __init__(
-        self, dsn: str | None = None, *, min_size: int = 1, max_size: int = 4, timeout: float = 30.0
+        self,
+        dsn: str | None = None,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 30.0,
+        prepare: bool = True,
     ) -> None:
         self.dsn = resolve_dsn(dsn)
+        self._prepare = prepare
         self._pool: ConnectionPool = ConnectionPool(
             self.dsn,
             min_size=min_size,
@@ -70,8 +79,10 @@ class Client:
             open=False,
             name="pgq-client",
             # Autocommit: one round trip per call, no BEGIN/COMMIT around it. No server-side
-            # prepared statements, so the client works through PgBouncer.
+            # prepared statements unless _configure finds PostgreSQL itself at the other end,
+            # so the client works through PgBouncer.
             kwargs={"autocommit": True, "prepare_threshold": None},
+            configure=self._configure,
         )
         self._lock = threading.Lock()
         self._state = "new"  # new -> open -> closed
@@ -108,6 +119,13 @@ class Client:
         self.close()
 
     # --- plumbing --------------------------------------------------------------------
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """A new pooled connection: prepared statements only straight to PostgreSQL."""
+        server_pid = None
+        if self._prepare:
+            (server_pid,) = conn.execute(q.BACKEND_PID).fetchall()[0]
+        conn.prepare_threshold = q.pooled_threshold(self._prepare, conn.info.backend_pid, server_pid)
 
     def _run(self, call: Call, conn: Conn = None) -> Any:
         """Run one Call: on `conn` inside the caller's transaction, else on a pooled
@@ -500,5 +518,6 @@ def _run_on(conn: psycopg.Connection[Any], call: Call, *, savepoint: bool) -> An
             raise q.interval_error(argument, text, exc) from exc
     cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
     with cursor as cur:
-        cur.execute(call.query, call.params)
+        # On the caller's connection, psycopg's own setting decides.
+        cur.execute(call.query, call.params, prepare=(call.prepare and not savepoint) or None)
         return q.shape_rows(call, cur.fetchall())

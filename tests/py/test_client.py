@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import os
@@ -120,6 +121,53 @@ def test_enqueue_sends_only_what_differs_from_the_defaults(client: Client) -> No
     job_id = client.enqueue("e", priority=-3)
     assert [j.priority for j in client.jobs(entrypoint="e")] == [-3]
     assert client.job(job_id)["payload"] is None
+
+
+def _prepared(client: Client) -> list[str]:
+    """The statements prepared on the pool's connection (a pool of one)."""
+    with client._pool.connection() as conn:
+        return [r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements")]
+
+
+def test_enqueue_is_prepared_on_a_connection_straight_to_postgresql(dsn: str) -> None:
+    """The producer's per-job calls skip the server's parse and plan; nothing else is
+    prepared (a prepared statement fails once its result type changes, as an upgrade may
+    change other calls' rows), and prepare=False prepares nothing."""
+    with Client(dsn, min_size=1, max_size=1) as client:
+        job_id = client.enqueue("e", {"a": 1})
+        client.enqueue_job("e", {"a": 2})
+        for _ in range(10):
+            assert client.job_status(job_id) == "queued"
+        assert sorted(_prepared(client)) == [
+            "SELECT e.id, e.created, e.replaced"
+            " FROM pgq.enqueue_job(entrypoint => $1::text, payload => $2::jsonb) AS e",
+            "SELECT pgq.enqueue(entrypoint => $1::text, payload => $2::jsonb)",
+        ]
+        assert client.enqueue("e", {"a": 3}) > job_id  # the prepared statement runs
+        # An upgrade replaces the function: the statement is planned again, not broken.
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            (definition,) = admin.execute("SELECT pg_get_functiondef('pgq.enqueue'::regproc)").fetchone()
+            admin.execute(definition)
+        assert client.enqueue("e", {"a": 3}) > job_id
+        # On the caller's connection, psycopg's own setting decides.
+        with psycopg.connect(dsn, prepare_threshold=None) as conn:
+            client.enqueue("e", {"a": 4}, conn=conn)
+            assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+    with Client(dsn, min_size=1, max_size=1, prepare=False) as plain:
+        plain.enqueue("e", {"a": 5})
+        assert _prepared(plain) == []
+
+
+def test_async_client_prepares_its_enqueue_too(dsn: str) -> None:
+    async def scenario() -> list[str]:
+        async with pgq.AsyncClient(dsn, min_size=1, max_size=1) as client:
+            await client.enqueue("e", {"a": 1})
+            await client.job_status(1)
+            async with client._pool.connection() as conn:
+                cur = await conn.execute("SELECT statement FROM pg_prepared_statements")
+                return [r[0] for r in await cur.fetchall()]
+
+    assert asyncio.run(scenario()) == ["SELECT pgq.enqueue(entrypoint => $1::text, payload => $2::jsonb)"]
 
 
 def test_enqueue_dedupe_key_returns_the_live_job(client: Client) -> None:

@@ -7,6 +7,7 @@ and falls back to polling with a warning.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -145,7 +146,30 @@ def test_without_listen_dsn_a_chain_of_dependents_runs_back_to_back(
 
 
 def test_client_through_pgbouncer(dsn: str, bouncer: int) -> None:
+    """Through a pooler in transaction mode the clients prepare nothing: the next call may
+    run on another server connection, where a prepared statement does not exist. They tell
+    the pooler by the backend key it hands out (its own, not the server's)."""
     with pgq.Client(_through(dsn, bouncer)) as client:
+        client.enqueue("noop", {"i": -1})
+        with client._pool.connection() as conn:
+            assert conn.prepare_threshold is None
+        # PgBouncer reuses the server connection released last: another client holding it
+        # sends the next enqueue to a different one.
+        with psycopg.connect(_through(dsn, bouncer), prepare_threshold=None) as other:
+            other.execute("SELECT 1")
+            client.enqueue("noop", {"i": -2})
         ids = [client.enqueue("noop", {"i": i}) for i in range(20)]  # past psycopg's prepare threshold
         assert [client.job_status(i) for i in ids] == ["queued"] * 20
         assert client.cancel(ids) == 20
+
+
+def test_async_client_through_pgbouncer(dsn: str, bouncer: int) -> None:
+    async def scenario() -> int | None:
+        async with pgq.AsyncClient(_through(dsn, bouncer)) as client:
+            for i in range(3):
+                await client.enqueue("noop", {"i": i})
+            async with client._pool.connection() as conn:
+                threshold = conn.prepare_threshold
+        return threshold
+
+    assert asyncio.run(scenario()) is None
