@@ -106,8 +106,15 @@ class AsyncClient:
         try:
             if conn is not None:
                 return await _run_on(conn, call, savepoint=True)
-            async with (await self._open()).connection() as pooled:
-                return await _run_on(pooled, call, savepoint=False)
+            try:
+                async with (await self._open()).connection() as pooled:
+                    prepare = q.pooled_prepare(call, self._prepare)
+                    return await _run_on(pooled, call, savepoint=False, prepare=prepare)
+            except q.STATEMENT_LOST:
+                # Not run: a pooler sits in between after all. Prepare nothing any more.
+                self._prepare = False
+                async with (await self._open()).connection() as pooled:
+                    return await _run_on(pooled, call, savepoint=False, prepare=False)
         except psycopg.Error as exc:
             err = q.database_error(exc)
             if err is exc:
@@ -396,17 +403,19 @@ for _name, _method in list(vars(AsyncClient).items()):
         _method.__doc__ = getattr(Client, _name).__doc__
 
 
-async def _run_on(conn: psycopg.AsyncConnection[Any], call: Call, *, savepoint: bool) -> Any:
+async def _run_on(
+    conn: psycopg.AsyncConnection[Any], call: Call, *, savepoint: bool, prepare: bool | None = None
+) -> Any:
     for argument, text in call.intervals:
         try:
             if savepoint:
                 async with conn.transaction():
-                    await conn.execute(q.INTERVAL_CHECK, (text,))
+                    await conn.execute(q.INTERVAL_CHECK, (text,), prepare=prepare)
             else:
-                await conn.execute(q.INTERVAL_CHECK, (text,))
+                await conn.execute(q.INTERVAL_CHECK, (text,), prepare=prepare)
         except psycopg.DataError as exc:
             raise q.interval_error(argument, text, exc) from exc
     cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
     async with cursor as cur:
-        await cur.execute(call.query, call.params, prepare=(call.prepare and not savepoint) or None)
+        await cur.execute(call.query, call.params, prepare=prepare)
         return q.shape_rows(call, await cur.fetchall())

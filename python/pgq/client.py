@@ -133,8 +133,16 @@ class Client:
         try:
             if conn is not None:
                 return _run_on(conn, call, savepoint=True)
-            with self._open().connection() as pooled:
-                return _run_on(pooled, call, savepoint=False)
+            try:
+                with self._open().connection() as pooled:
+                    return _run_on(
+                        pooled, call, savepoint=False, prepare=q.pooled_prepare(call, self._prepare)
+                    )
+            except q.STATEMENT_LOST:
+                # Not run: a pooler sits in between after all. Prepare nothing any more.
+                self._prepare = False
+                with self._open().connection() as pooled:
+                    return _run_on(pooled, call, savepoint=False, prepare=False)
         except psycopg.Error as exc:
             err = q.database_error(exc)
             if err is exc:
@@ -504,20 +512,22 @@ class Client:
         return rows
 
 
-def _run_on(conn: psycopg.Connection[Any], call: Call, *, savepoint: bool) -> Any:
+def _run_on(
+    conn: psycopg.Connection[Any], call: Call, *, savepoint: bool, prepare: bool | None = None
+) -> Any:
     """Execute a Call on one connection. Interval texts are cast first, each on its own (in
-    a savepoint on the caller's connection, so that its transaction survives a typo)."""
+    a savepoint on the caller's connection, so that its transaction survives a typo).
+    prepare: psycopg's (None: the connection's prepare_threshold decides)."""
     for argument, text in call.intervals:
         try:
             if savepoint:
                 with conn.transaction():
-                    conn.execute(q.INTERVAL_CHECK, (text,))
+                    conn.execute(q.INTERVAL_CHECK, (text,), prepare=prepare)
             else:
-                conn.execute(q.INTERVAL_CHECK, (text,))
+                conn.execute(q.INTERVAL_CHECK, (text,), prepare=prepare)
         except psycopg.DataError as exc:
             raise q.interval_error(argument, text, exc) from exc
     cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
     with cursor as cur:
-        # On the caller's connection, psycopg's own setting decides.
-        cur.execute(call.query, call.params, prepare=(call.prepare and not savepoint) or None)
+        cur.execute(call.query, call.params, prepare=prepare)
         return q.shape_rows(call, cur.fetchall())

@@ -56,9 +56,15 @@ INTERVAL_CHECK = "SELECT %s::text::interval"
 
 
 BACKEND_PID = "SELECT pg_backend_pid()"
-# The prepare_threshold of a pooled connection straight to PostgreSQL: psycopg then
-# prepares the calls that ask for it (Call.prepare) and never a statement by its count.
-ONLY_ASKED = 2**62
+# The prepare_threshold of a pooled connection straight to PostgreSQL: a statement is
+# prepared on its second execution, and the clients pass prepare=False for every call but
+# the Call.prepare ones. (Not on its first: a statement prepared by a call that then fails
+# would stay on the server, unknown to psycopg, once per failed call.)
+PREPARE_THRESHOLD = 1
+# Raised before the statement runs when a prepared statement is not on the server
+# connection the call reached, or another one of the same name is: a pooler in between
+# that passed the server's backend key on.
+STATEMENT_LOST = (psycopg.errors.InvalidSqlStatementName, psycopg.errors.DuplicatePreparedStatement)
 
 
 def pooled_threshold(prepare: bool, reported_pid: int, server_pid: int | None) -> int | None:
@@ -66,9 +72,15 @@ def pooled_threshold(prepare: bool, reported_pid: int, server_pid: int | None) -
     the server's parse and plan of every call (some 15% of a one-job enqueue). Only on a
     connection straight to PostgreSQL: a pooler in transaction mode (PgBouncer before 1.21)
     would run the next call on another server connection, where the statement does not
-    exist. Poolers hand out a backend key of their own, so the pid the connection reported
-    at startup differs from the server's (server_pid; None when prepare is off)."""
-    return ONLY_ASKED if prepare and reported_pid == server_pid else None
+    exist. PgBouncer hands out a backend key of its own, so the pid the connection reported
+    at startup differs from the server's (server_pid; None when prepare is off). A pooler
+    that passes the real key on is caught later (STATEMENT_LOST)."""
+    return PREPARE_THRESHOLD if prepare and reported_pid == server_pid else None
+
+
+def pooled_prepare(call: Call, prepare: bool) -> bool | None:
+    """psycopg's prepare argument for a call on a pooled connection."""
+    return None if call.prepare and prepare else False
 
 
 def interval_error(argument: str, text: str, exc: psycopg.DataError) -> InvalidArgument:

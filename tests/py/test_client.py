@@ -126,43 +126,71 @@ def test_enqueue_sends_only_what_differs_from_the_defaults(client: Client) -> No
 def _prepared(client: Client) -> list[str]:
     """The statements prepared on the pool's connection (a pool of one)."""
     with client._pool.connection() as conn:
-        return [r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements")]
+        rows = conn.execute("SELECT statement FROM pg_prepared_statements", prepare=False)
+        return [r[0] for r in rows]
 
 
 def test_enqueue_is_prepared_on_a_connection_straight_to_postgresql(dsn: str) -> None:
-    """The producer's per-job calls skip the server's parse and plan; nothing else is
-    prepared (a prepared statement fails once its result type changes, as an upgrade may
-    change other calls' rows), and prepare=False prepares nothing."""
+    """The producer's per-job calls skip the server's parse and plan from their second
+    call on; nothing else is prepared (a prepared statement fails once its result type
+    changes, as an upgrade may change other calls' rows), and prepare=False prepares
+    nothing."""
     with Client(dsn, min_size=1, max_size=1) as client:
         job_id = client.enqueue("e", {"a": 1})
         client.enqueue_job("e", {"a": 2})
+        assert _prepared(client) == []
+        client.enqueue("e", {"a": 1})
+        client.enqueue_job("e", {"a": 2})
         for _ in range(10):
             assert client.job_status(job_id) == "queued"
+            client.configure("e", lease="1 minute")  # its interval check too
         assert sorted(_prepared(client)) == [
             "SELECT e.id, e.created, e.replaced"
             " FROM pgq.enqueue_job(entrypoint => $1::text, payload => $2::jsonb) AS e",
             "SELECT pgq.enqueue(entrypoint => $1::text, payload => $2::jsonb)",
         ]
         assert client.enqueue("e", {"a": 3}) > job_id  # the prepared statement runs
-        # An upgrade replaces the function: the statement is planned again, not broken.
+        # An upgrade replaces the function (a new one, then the old one back): the
+        # statement is planned again, not broken.
         with psycopg.connect(dsn, autocommit=True) as admin:
             (definition,) = admin.execute("SELECT pg_get_functiondef('pgq.enqueue'::regproc)").fetchone()
-            admin.execute(definition)
-        assert client.enqueue("e", {"a": 3}) > job_id
-        # On the caller's connection, psycopg's own setting decides.
-        with psycopg.connect(dsn, prepare_threshold=None) as conn:
-            client.enqueue("e", {"a": 4}, conn=conn)
+            with admin.transaction():
+                admin.execute("ALTER FUNCTION pgq.enqueue RENAME TO enqueue_kept")
+                admin.execute(definition)
+            assert client.enqueue("e", {"a": 4}) > job_id
+            with admin.transaction():
+                admin.execute("DROP FUNCTION pgq.enqueue")
+                admin.execute("ALTER FUNCTION pgq.enqueue_kept RENAME TO enqueue")
+        assert client.enqueue("e", {"a": 5}) > job_id
+        # On the caller's connection, psycopg's own setting decides (here: not before the
+        # fifth execution).
+        with psycopg.connect(dsn) as conn:
+            client.enqueue("e", {"a": 6}, conn=conn)
             assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
     with Client(dsn, min_size=1, max_size=1, prepare=False) as plain:
-        plain.enqueue("e", {"a": 5})
+        for i in range(3):
+            plain.enqueue("e", {"a": i})
         assert _prepared(plain) == []
+
+
+def test_failing_enqueues_leave_one_prepared_statement(dsn: str) -> None:
+    """Calls that fail prepare nothing, or reuse what an earlier call prepared: none leaves
+    a statement on the server that psycopg no longer knows about."""
+    with Client(dsn, min_size=1, max_size=1) as client:
+        for _ in range(2):
+            for _ in range(3):
+                with pytest.raises(pgq.InvalidArgument, match="entrypoint"):
+                    client.enqueue(" e")
+            client.enqueue("e")
+        assert _prepared(client) == ["SELECT pgq.enqueue(entrypoint => $1::text)"]
 
 
 def test_async_client_prepares_its_enqueue_too(dsn: str) -> None:
     async def scenario() -> list[str]:
         async with pgq.AsyncClient(dsn, min_size=1, max_size=1) as client:
-            await client.enqueue("e", {"a": 1})
-            await client.job_status(1)
+            for _ in range(3):
+                await client.enqueue("e", {"a": 1})
+                await client.job_status(1)
             async with client._pool.connection() as conn:
                 cur = await conn.execute("SELECT statement FROM pg_prepared_statements")
                 return [r[0] for r in await cur.fetchall()]

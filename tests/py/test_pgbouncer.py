@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -148,19 +149,50 @@ def test_without_listen_dsn_a_chain_of_dependents_runs_back_to_back(
 def test_client_through_pgbouncer(dsn: str, bouncer: int) -> None:
     """Through a pooler in transaction mode the clients prepare nothing: the next call may
     run on another server connection, where a prepared statement does not exist. They tell
-    the pooler by the backend key it hands out (its own, not the server's)."""
+    PgBouncer by the backend key it hands out (its own, not the server's)."""
     with pgq.Client(_through(dsn, bouncer)) as client:
-        client.enqueue("noop", {"i": -1})
+        ids = [client.enqueue("noop", {"i": i}) for i in range(20)]
         with client._pool.connection() as conn:
             assert conn.prepare_threshold is None
-        # PgBouncer reuses the server connection released last: another client holding it
-        # sends the next enqueue to a different one.
-        with psycopg.connect(_through(dsn, bouncer), prepare_threshold=None) as other:
-            other.execute("SELECT 1")
-            client.enqueue("noop", {"i": -2})
-        ids = [client.enqueue("noop", {"i": i}) for i in range(20)]  # past psycopg's prepare threshold
         assert [client.job_status(i) for i in ids] == ["queued"] * 20
         assert client.cancel(ids) == 20
+
+
+def _hold_server_connection(dsn: str, bouncer: int) -> psycopg.Connection[Any]:
+    """A client of the pooler inside a transaction: PgBouncer gives it the server connection
+    released last, so the next call of anyone else goes to a different one."""
+    other = psycopg.connect(_through(dsn, bouncer), prepare_threshold=None)
+    other.execute("SELECT 1")
+    return other
+
+
+def test_a_pooler_that_passes_the_server_key_on_costs_no_call(
+    dsn: str, bouncer: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If a pooler passed the server's backend key on, the clients would prepare through it.
+    The first call that then meets a server connection without its statement has not run:
+    it runs again unprepared, and the client prepares nothing from then on."""
+    monkeypatch.setattr(pgq.queries, "pooled_threshold", lambda *args: pgq.queries.PREPARE_THRESHOLD)
+    with pgq.Client(_through(dsn, bouncer), min_size=1, max_size=1) as client:
+        ids = [client.enqueue("noop", {"i": i}) for i in range(2)]  # the second one prepares
+        with _hold_server_connection(dsn, bouncer):
+            ids.append(client.enqueue("noop", {"i": 2}))
+        assert client._prepare is False
+        ids += [client.enqueue("noop", {"i": i}) for i in range(3, 6)]
+        assert [client.job_status(i) for i in ids] == ["queued"] * 6
+    assert outcome_count(dsn) == 0
+
+    async def scenario() -> list[int]:
+        async with pgq.AsyncClient(_through(dsn, bouncer), min_size=1, max_size=1) as client:
+            ids = [await client.enqueue("noop", {"i": i}) for i in range(2)]
+            with _hold_server_connection(dsn, bouncer):
+                ids.append(await client.enqueue("noop", {"i": 2}))
+            assert client._prepare is False
+            return ids
+
+    assert len(set(asyncio.run(scenario()))) == 3
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgq._jobs WHERE entrypoint = 'noop'").fetchone() == (9,)
 
 
 def test_async_client_through_pgbouncer(dsn: str, bouncer: int) -> None:

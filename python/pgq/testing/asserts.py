@@ -48,7 +48,8 @@ def enqueued(
     """
     query, params = _query(entrypoint, payload, exact, statuses, fields)
     with _connection(source) as conn, conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query, params)
+        # Never prepared: a pgq.Client's pooled connection may prepare by count.
+        cur.execute(query, params, prepare=False)
         return cur.fetchall()
 
 
