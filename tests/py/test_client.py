@@ -157,10 +157,12 @@ def test_enqueue_is_prepared_on_a_connection_straight_to_postgresql(dsn: str) ->
             with admin.transaction():
                 admin.execute("ALTER FUNCTION pgq.enqueue RENAME TO enqueue_kept")
                 admin.execute(definition)
-            assert client.enqueue("e", {"a": 4}) > job_id
-            with admin.transaction():
-                admin.execute("DROP FUNCTION pgq.enqueue")
-                admin.execute("ALTER FUNCTION pgq.enqueue_kept RENAME TO enqueue")
+            try:
+                assert client.enqueue("e", {"a": 4}) > job_id
+            finally:
+                with admin.transaction():
+                    admin.execute("DROP FUNCTION pgq.enqueue")
+                    admin.execute("ALTER FUNCTION pgq.enqueue_kept RENAME TO enqueue")
         assert client.enqueue("e", {"a": 5}) > job_id
         # On the caller's connection, psycopg's own setting decides (here: not before the
         # fifth execution).

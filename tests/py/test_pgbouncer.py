@@ -180,7 +180,6 @@ def test_a_pooler_that_passes_the_server_key_on_costs_no_call(
         assert client._prepare is False
         ids += [client.enqueue("noop", {"i": i}) for i in range(3, 6)]
         assert [client.job_status(i) for i in ids] == ["queued"] * 6
-    assert outcome_count(dsn) == 0
 
     async def scenario() -> list[int]:
         async with pgq.AsyncClient(_through(dsn, bouncer), min_size=1, max_size=1) as client:
@@ -191,6 +190,7 @@ def test_a_pooler_that_passes_the_server_key_on_costs_no_call(
             return ids
 
     assert len(set(asyncio.run(scenario()))) == 3
+    # Each call inserted its job once: the one that met the missing statement had not run.
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgq._jobs WHERE entrypoint = 'noop'").fetchone() == (9,)
 
