@@ -229,7 +229,9 @@ def test_a_worker_fires_a_due_schedule_without_pg_cron(
     assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pg_cron'").fetchone()[0] == 0
     # Heartbeats every lease / 4 = 0.25 s (the worker paces them by its shortest lease).
     conn.execute("SELECT pgq.configure('tick', lease => '1 second')")
-    conn.execute("SELECT pgq.schedule('every-minute', '* * * * *', 'tick')")
+    # A yearly schedule, made due by hand: an every-minute one could also fall due on its own
+    # at a minute boundary while the test runs, and fire before the hand-set time.
+    conn.execute("SELECT pgq.schedule('yearly', '0 0 1 1 *', 'tick')")
     worker = WorkerProcess(dsn, tmp_path)
     try:
         wait_until(
@@ -239,7 +241,7 @@ def test_a_worker_fires_a_due_schedule_without_pg_cron(
         )
         time.sleep(0.5)  # let it read the 1 s lease and start beating
         due = conn.execute(
-            "UPDATE pgq._schedules SET next_run = now() WHERE name = 'every-minute' RETURNING next_run"
+            "UPDATE pgq._schedules SET next_run = now() WHERE name = 'yearly' RETURNING next_run"
         ).fetchone()[0]
         made_due = time.time()
         runs = wait_until(
