@@ -56,6 +56,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
     for name in ("drain", "defaults", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
+        # Each claim and completion writes WAL: the server's position moved with the drain.
+        assert s[name]["cpu"]["wal_bytes_per_job"] > 0, s[name]
     # As many under the held snapshot as the largest backlog, and without it.
     for name in ("xmin_large", "drain_large"):
         assert s[name]["jobs"] == 2000 and s[name]["jobs_per_s"] > 0, s[name]

@@ -40,13 +40,15 @@ def _machine_ticks() -> tuple[int, int]:
 
 class CpuMeter:
     """CPU seconds spent by our client processes (workers, pgbench) and by the database's
-    backends (the measuring connection excluded) between two snapshots, and how much of the
-    machine other processes used meanwhile. Needs the server on this machine; else None."""
+    backends (the measuring connection excluded) between two snapshots, how much of the
+    machine other processes used meanwhile, and the WAL the server wrote (the whole
+    server's: a bench runs alone). Needs the server on this machine; else None."""
 
     def __init__(self, conn: psycopg.Connection[Any], clients: Callable[[], list[int]]) -> None:
         self.conn = conn
         self.clients = clients
         self.seen: dict[str, dict[int, float]] = {"clients": {}, "postgres": {}}
+        self.wal = self._wal_position()
         self.start = self.sample()
         self.machine = _machine_ticks()
         self.t0 = time.monotonic()
@@ -65,8 +67,12 @@ class CpuMeter:
                     self.seen[kind][pid] = t
         return snap
 
+    def _wal_position(self) -> int:
+        return int(self.conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0])
+
     def result(self, jobs: int) -> dict[str, float] | None:
         self.sample()
+        wal = self._wal_position() - self.wal
         elapsed = time.monotonic() - self.t0
         total, idle = _machine_ticks()
         if not self.seen["clients"] or not self.seen["postgres"] or not jobs or elapsed <= 0:
@@ -79,6 +85,9 @@ class CpuMeter:
             out[f"{kind}_us_per_job"] = round(spent / jobs * 1e6, 1)
         busy = (total - self.machine[0] - (idle - self.machine[1])) / os.sysconf("SC_CLK_TCK")
         out["others_cores"] = round(max(0.0, busy - ours) / elapsed, 2)
+        # A claim that locks a row on a page unchanged since the last checkpoint logs the
+        # whole page (full_page_writes): where each job has a page of its own, ~8 kB a job.
+        out["wal_bytes_per_job"] = round(wal / jobs)
         return out
 
 

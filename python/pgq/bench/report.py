@@ -292,7 +292,7 @@ def render(results: dict[str, Any]) -> str:
             ]
         )
     lines += _table(rows)
-    cpu_rows = [["CPU per job", "client processes", "PostgreSQL backends", "other load"]]
+    cpu_rows = [["per job", "CPU, client processes", "CPU, PostgreSQL backends", "WAL", "other load"]]
     for label, node in [
         ("raw limit (pgbench)", s.get("raw")),
         ("pgq SQL cycle (pgbench)", s.get("sql")),
@@ -305,6 +305,10 @@ def render(results: dict[str, Any]) -> str:
         ("pgq drain, large", s.get("drain_large")),
         ("pgq at the latency run's trickle", s.get("latency")),
         ("PgQueuer at the same trickle", _get(s, "peer", "latency")),
+        *(
+            (f"pgq drain, {_size(int(size))} queued", r)
+            for size, r in sorted((_get(s, "backlog", "runs") or {}).items(), key=lambda kv: int(kv[0]))
+        ),
     ]:
         cpu = (node or {}).get("cpu") if isinstance(node, dict) else None
         if cpu:
@@ -313,6 +317,7 @@ def render(results: dict[str, Any]) -> str:
                     label,
                     f"{cpu['clients_us_per_job']:.1f} us",
                     f"{cpu['postgres_us_per_job']:.1f} us",
+                    f"{cpu['wal_bytes_per_job']:,} B" if "wal_bytes_per_job" in cpu else "-",
                     f"{cpu['others_cores']:.2f} cores",
                 ]
             )
