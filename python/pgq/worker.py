@@ -837,7 +837,11 @@ class Worker:
                         return
                     delay = 0.1
                     self._listening = True
-                    self._wake.set()  # jobs may have arrived while we were not listening
+                    # While we were not listening (starting, reconnecting, the probe) jobs
+                    # may have arrived and cancels been requested: claim, and heartbeat
+                    # (which returns the jobs to stop).
+                    self._wake.set()
+                    self._beat_now.set()
                     async for notify in conn.notifies():
                         if notify.payload in self._handlers:
                             self._wake.set()

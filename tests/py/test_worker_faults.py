@@ -134,8 +134,19 @@ def test_re_registration_keeps_each_delivery_in_its_own_books(dsn: str, ledger: 
     worker = spawn(APP_CONCURRENCY="2")
     wait_until(lambda: events(ledger, "start"), 30, "the first run to start")
     wid = alive_worker(dsn)
-    execute(dsn, "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (wid,))
-    scalar(dsn, "SELECT pgq.reap()")
+
+    def declared_dead() -> bool:
+        # One transaction: the worker row stays locked from the UPDATE to the reap, so no
+        # heartbeat (every 0.25 s) comes in between to make the worker look alive again.
+        # A sweep of the worker's own may hold the reap's lock meanwhile: then try again.
+        with psycopg.connect(dsn) as c:
+            c.execute(
+                "UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (wid,)
+            )
+            c.execute("SELECT pgq.reap()")
+            return c.execute("SELECT state FROM pgq._workers WHERE id = %s", (wid,)).fetchone()[0] == "dead"
+
+    wait_until(declared_dead, 10, "the reap to declare the worker dead")
     wait_until(lambda: (job, 2) in events(ledger, "start"), 30, "the re-registered worker to run it again")
     wait_until(lambda: (job, 1) in events(ledger, "end"), 30, "the first run to end")
     scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (job,))
@@ -264,6 +275,31 @@ def test_a_cancel_reaches_a_running_handler_without_waiting_for_a_heartbeat(
     wait_until(lambda: events(ledger, "cancelled"), 4, "the handler to see the cancel")
     wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job,)) == "canceled", 10, "canceled")
     assert worker.terminate() == 0
+
+
+def test_a_cancel_sent_before_the_worker_listens_is_not_lost(dsn: str, ledger: Path, spawn) -> None:
+    """A cancel whose NOTIFY went out while the worker had no LISTEN connection (starting
+    up, or reconnecting) reaches the handler once it listens, not at the next heartbeat
+    (the lease is 30 s: the first heartbeat comes 5.6-7.5 s after the start)."""
+    proxy = Proxy(int(conninfo_to_dict(dsn).get("port", 5432)))
+    proxy.cut()  # the LISTEN connection cannot be made yet; claims go straight to the database
+    try:
+        [job] = enqueue(dsn, "slow_sync", '{"sleep": 20}')
+        worker = spawn(dsn, "--listen-dsn", make_conninfo(dsn, port=str(proxy.port)))
+        wait_until(lambda: events(ledger, "start"), 30, "the handler to start")
+        scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (job,))  # its NOTIFY reaches no one
+        proxy.restore()
+        wait_until(
+            lambda: scalar(dsn, "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN pgq'"),
+            10,
+            "the worker to listen",
+        )
+        wait_until(
+            lambda: events(ledger, "cancelled"), 2, "the handler to see the cancel once the worker listens"
+        )
+        assert worker.terminate() == 0
+    finally:
+        proxy.close()
 
 
 def test_a_worker_against_a_database_without_pgq_says_so_in_one_line(
