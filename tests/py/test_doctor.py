@@ -169,7 +169,13 @@ def test_sweeps_of_a_dropped_database(installed: str, cron_cleanup: list[str]) -
 
 
 def test_a_dead_worker_holding_jobs_and_a_job_past_its_timeout(installed: str) -> None:
-    with psycopg.connect(installed, autocommit=True) as c:
+    with (
+        psycopg.connect(installed, autocommit=True) as sweeps,
+        psycopg.connect(installed, autocommit=True) as c,
+    ):
+        # pg_cron's reap runs here every minute: holding its lock keeps it from releasing the
+        # dead worker's job and failing the overdue one before the doctor looks.
+        sweeps.execute("SELECT pg_advisory_lock(7366513, 1)")
         c.execute("SELECT pgq.configure('doc', timeout => '1 minute', lease => '5 minutes')")
         c.execute("SELECT pgq.enqueue('doc'), pgq.enqueue('doc')")
         crashed = c.execute("SELECT pgq.register_worker('crashed', ARRAY['doc'])").fetchone()[0]
@@ -184,7 +190,7 @@ def test_a_dead_worker_holding_jobs_and_a_job_past_its_timeout(installed: str) -
         c.execute(
             "UPDATE pgq._jobs SET started_at = now() - interval '10 minutes' WHERE worker_id = %s", (slow,)
         )
-    found = lines(installed)
+        found = lines(installed)
     assert len(found) == 2, found
     assert found[0].startswith("workers: worker crashed is dead") and "holds 1 jobs" in found[0]
     assert found[1].startswith("workers: 1 doc jobs running past their timeout")

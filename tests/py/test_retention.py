@@ -171,12 +171,13 @@ def percentile_cont(values: list[float], q: float) -> float:
 
 @pytest.fixture
 def big_log(conn: psycopg.Connection) -> None:
-    """1M outcomes in older partitions (days 1 to 5 ago), 10k in the last 4 minutes and 1k
-    in the 5 minutes before."""
+    """1M outcomes in older partitions (days 2 to 6 ago: yesterday's last minutes would fall
+    in a 5-minute window just after midnight), 10k in the last 4 minutes and 1k in the 5
+    minutes before (yesterday's partition takes those that are older than midnight)."""
     today = utc_today(conn)
-    for d in range(1, 6):
+    for d in range(1, 7):
         ensure_partition(conn, today - timedelta(days=d))
-    fill_days(conn, "big", [1, 2, 3, 4, 5], 1_000_000)
+    fill_days(conn, "big", [2, 3, 4, 5, 6], 1_000_000)
     # Recent: two entrypoints, every outcome kind, finished within the last 4 minutes, with
     # varied waits and run times.
     conn.execute(

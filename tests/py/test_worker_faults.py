@@ -290,7 +290,11 @@ def test_a_cancel_sent_before_the_worker_listens_is_not_lost(dsn: str, ledger: P
         scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (job,))  # its NOTIFY reaches no one
         proxy.restore()
         wait_until(
-            lambda: scalar(dsn, "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN pgq'"),
+            lambda: scalar(
+                dsn,
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = 'LISTEN pgq'",
+            ),
             10,
             "the worker to listen",
         )
