@@ -346,7 +346,7 @@ def test_two_claims_in_one_transaction_spend_the_bucket_once(dsn: str, conn: psy
     """Regression (fixed in 46863d7): the spend counted every job the worker claimed at now(),
     i.e. in the whole transaction, so a second claim charged the first one's tokens again;
     the bucket went below zero (-0.98 at rate 10) and the next claim raised 'LIMIT must not be negative'."""
-    # Rate 1: no token comes back between the statements below, on a loaded machine too.
+    # Rate 1: a token comes back only after a whole second between the statements below.
     conn.execute("SELECT pgq.configure('twice', rate => 1)")
     conn.execute("SELECT count(*) FROM pgq.enqueue_batch('twice', array_fill(NULL::jsonb, ARRAY[100]))")
     wid = conn.execute("SELECT pgq.register_worker('tw', ARRAY['twice'])").fetchone()[0]

@@ -38,17 +38,25 @@ def _machine_ticks() -> tuple[int, int]:
     return sum(values), values[3] + values[4]
 
 
+def wal_position(conn: psycopg.Connection[Any]) -> int:
+    """The server's WAL insert position, in bytes."""
+    return int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0])
+
+
 class CpuMeter:
     """CPU seconds spent by our client processes (workers, pgbench) and by the database's
     backends (the measuring connection excluded) between two snapshots, how much of the
     machine other processes used meanwhile, and the WAL the server wrote (the whole
-    server's: a bench runs alone). Needs the server on this machine; else None."""
+    server's: a bench runs alone; from `wal_from` when given). The CPU figures need the
+    server on this machine; without them there is the WAL alone."""
 
-    def __init__(self, conn: psycopg.Connection[Any], clients: Callable[[], list[int]]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], clients: Callable[[], list[int]], wal_from: int | None = None
+    ) -> None:
         self.conn = conn
         self.clients = clients
         self.seen: dict[str, dict[int, float]] = {"clients": {}, "postgres": {}}
-        self.wal = self._wal_position()
+        self.wal = wal_position(conn) if wal_from is None else wal_from
         self.start = self.sample()
         self.machine = _machine_ticks()
         self.t0 = time.monotonic()
@@ -67,17 +75,18 @@ class CpuMeter:
                     self.seen[kind][pid] = t
         return snap
 
-    def _wal_position(self) -> int:
-        return int(self.conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0])
-
     def result(self, jobs: int) -> dict[str, float] | None:
         self.sample()
-        wal = self._wal_position() - self.wal
+        wal = wal_position(self.conn) - self.wal
         elapsed = time.monotonic() - self.t0
         total, idle = _machine_ticks()
-        if not self.seen["clients"] or not self.seen["postgres"] or not jobs or elapsed <= 0:
+        if not jobs or elapsed <= 0:
             return None
-        out: dict[str, float] = {}
+        # A claim that locks a row on a page unchanged since the last checkpoint logs the
+        # whole page (full_page_writes): where each job has a page of its own, ~8 kB a job.
+        out: dict[str, float] = {"wal_bytes_per_job": round(wal / jobs)}
+        if not self.seen["clients"] or not self.seen["postgres"]:
+            return out
         ours = 0.0
         for kind in ("clients", "postgres"):
             spent = sum(t - self.start[kind].get(pid, 0.0) for pid, t in self.seen[kind].items())
@@ -85,9 +94,6 @@ class CpuMeter:
             out[f"{kind}_us_per_job"] = round(spent / jobs * 1e6, 1)
         busy = (total - self.machine[0] - (idle - self.machine[1])) / os.sysconf("SC_CLK_TCK")
         out["others_cores"] = round(max(0.0, busy - ours) / elapsed, 2)
-        # A claim that locks a row on a page unchanged since the last checkpoint logs the
-        # whole page (full_page_writes): where each job has a page of its own, ~8 kB a job.
-        out["wal_bytes_per_job"] = round(wal / jobs)
         return out
 
 
@@ -150,9 +156,10 @@ def pgbench_drain(
     with (log or Path(os.devnull)).open("w") as out, psycopg.connect(dsn, autocommit=True) as conn:
         out.write(" ".join(argv) + "\n")
         out.flush()
+        wal_from = wal_position(conn)  # pgbench's first transactions may come before the meter
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         try:
-            cpu = CpuMeter(conn, lambda: [proc.pid])
+            cpu = CpuMeter(conn, lambda: [proc.pid], wal_from)
             deadline = time.monotonic() + seconds + 60
             drained = False
             while proc.poll() is None and time.monotonic() < deadline:

@@ -306,7 +306,7 @@ def render(results: dict[str, Any]) -> str:
         ("pgq at the latency run's trickle", s.get("latency")),
         ("PgQueuer at the same trickle", _get(s, "peer", "latency")),
         *(
-            (f"pgq drain, {_size(int(size))} queued", r)
+            (f"pgq drain, {_size(_get(s, 'backlog', 'sample') or 0)} of {_size(int(size))} queued", r)
             for size, r in sorted((_get(s, "backlog", "runs") or {}).items(), key=lambda kv: int(kv[0]))
         ),
     ]:
@@ -315,10 +315,10 @@ def render(results: dict[str, Any]) -> str:
             cpu_rows.append(
                 [
                     label,
-                    f"{cpu['clients_us_per_job']:.1f} us",
-                    f"{cpu['postgres_us_per_job']:.1f} us",
+                    f"{cpu['clients_us_per_job']:.1f} us" if "clients_us_per_job" in cpu else "-",
+                    f"{cpu['postgres_us_per_job']:.1f} us" if "postgres_us_per_job" in cpu else "-",
                     f"{cpu['wal_bytes_per_job']:,} B" if "wal_bytes_per_job" in cpu else "-",
-                    f"{cpu['others_cores']:.2f} cores",
+                    f"{cpu['others_cores']:.2f} cores" if "others_cores" in cpu else "-",
                 ]
             )
     if len(cpu_rows) > 1:
