@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PGQ := $(VENV)/bin/pgq
 PSQL := psql -X -q -v ON_ERROR_STOP=1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer chromium chromium-driver
+APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer chromium chromium-driver iproute2
 
 .PHONY: help deps apt venv db db-stop lint test tap pytest demo bench soak clean
 

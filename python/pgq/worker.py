@@ -42,7 +42,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from . import tracing
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
 from ._wire import JsonbLoader
-from .dsn import resolve_dsn
+from .dsn import resolve_dsn, tcp_defaults
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
 from .job import _CLAIM_FIELDS, Job, JobCancelled, Snooze
 
@@ -300,7 +300,12 @@ class Worker:
         # mode, and every statement here is a call of a function whose plans are cached.
         # UTF-8 whatever the role, database or PGCLIENTENCODING say: jsonb arrives in the
         # client encoding, and Python's JSON decoding (psycopg's, and _wire's) reads UTF-8.
-        conn_kwargs = {"autocommit": True, "prepare_threshold": None, "client_encoding": "utf8"}
+        conn_kwargs = {
+            "autocommit": True,
+            "prepare_threshold": None,
+            "client_encoding": "utf8",
+            **tcp_defaults(dsn),
+        }
         self._pool = AsyncConnectionPool(
             dsn, min_size=2, max_size=4, open=False, kwargs=conn_kwargs, configure=_configure
         )
@@ -313,7 +318,7 @@ class Worker:
                 dsn,
                 min_size=1,
                 max_size=self.concurrency,
-                kwargs={"prepare_threshold": None},
+                kwargs={"prepare_threshold": None, **tcp_defaults(dsn)},
                 check=ConnectionPool.check_connection,
                 open=True,
             )
@@ -825,7 +830,10 @@ class Worker:
         delay = 0.1
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(listen_dsn, autocommit=True) as conn:
+                connect = psycopg.AsyncConnection.connect(
+                    listen_dsn, autocommit=True, **tcp_defaults(listen_dsn)
+                )
+                async with await connect as conn:
                     await conn.execute("LISTEN pgq")
                     if not await self._notifications_arrive(conn):
                         log.warning(
