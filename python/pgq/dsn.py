@@ -9,10 +9,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 # What a worker's connections use unless its DSN (or a service file) says otherwise, so
 # that a database gone silent (a failover that left the old primary's address
-# unanswered, a dropped NAT entry) is found dead within about 30 s. Without them libpq probes an
-# idle connection after the system's two hours, and a statement in flight waits until
-# TCP gives up (about 15 minutes on Linux), the worker neither working nor stopping on a
-# first SIGTERM meanwhile. libpq applies them to TCP connections only, never a Unix socket.
+# unanswered, a dropped NAT entry) is found dead within about 30 s. Without them libpq
+# probes an idle connection after the system's two hours, and a statement in flight
+# waits until TCP gives up (about 15 minutes on Linux), the worker neither working nor
+# stopping on a first SIGTERM meanwhile. libpq applies them to TCP connections only.
 TCP_DEFAULTS = {
     "keepalives": "1",
     "keepalives_idle": "10",
