@@ -7,12 +7,13 @@ import os
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-# What a worker's connections use unless its DSN (or a service file) says otherwise, so
-# that a database gone silent (a failover that left the old primary's address
-# unanswered, a dropped NAT entry) is found dead within about 30 s. Without them libpq
-# probes an idle connection after the system's two hours, and a statement in flight
-# waits until TCP gives up (about 15 minutes on Linux), the worker neither working nor
-# stopping on a first SIGTERM meanwhile. libpq applies them to TCP connections only.
+# What a worker's connections use unless its DSN says otherwise, so that a database gone
+# silent (a failover that left the old primary's address unanswered, a dropped NAT
+# entry) is found dead within about 30 s. Without them a connection waiting for a reply
+# from a silent server is probed only after the system's two hours (a request not yet
+# acknowledged is retransmitted for about 15 minutes), and the worker neither works nor
+# stops on a first SIGTERM meanwhile. libpq applies all but connect_timeout to TCP
+# connections only, and tcp_user_timeout only with keepalives on.
 TCP_DEFAULTS = {
     "keepalives": "1",
     "keepalives_idle": "10",
@@ -30,15 +31,21 @@ def resolve_dsn(dsn: str | None = None) -> str:
     return os.environ.get("PGQ_DSN", "")
 
 
-def tcp_defaults(dsn: str) -> dict[str, str]:
-    """The TCP_DEFAULTS that `dsn` (and $PGCONNECT_TIMEOUT) leave unset; none for a DSN
-    that names a service, whose file may set them."""
+def tcp_defaults(dsn: str, *, user_timeout: bool = True) -> dict[str, str]:
+    """The TCP_DEFAULTS that `dsn` (and $PGCONNECT_TIMEOUT) leave unset; none when a
+    service is named (in the DSN or $PGSERVICE): its file says. Without `user_timeout`
+    for connections that handlers use: Linux also drops a connection whose peer keeps its
+    receive window closed that long (a COPY into a table that waits for a lock), and
+    libpq before 12 does not know the option at all."""
     try:
         given = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return {}  # connecting will say what is wrong with it
     if "service" in given or os.environ.get("PGSERVICE"):
         return {}
+    unset = TCP_DEFAULTS.keys() - given.keys()
     if os.environ.get("PGCONNECT_TIMEOUT"):
-        given["connect_timeout"] = os.environ["PGCONNECT_TIMEOUT"]
-    return {key: value for key, value in TCP_DEFAULTS.items() if key not in given}
+        unset.discard("connect_timeout")
+    if not user_timeout or psycopg.pq.version() < 120000:
+        unset.discard("tcp_user_timeout")
+    return {key: value for key, value in TCP_DEFAULTS.items() if key in unset}

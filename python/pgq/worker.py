@@ -318,7 +318,7 @@ class Worker:
                 dsn,
                 min_size=1,
                 max_size=self.concurrency,
-                kwargs={"prepare_threshold": None, **tcp_defaults(dsn)},
+                kwargs={"prepare_threshold": None, **tcp_defaults(dsn, user_timeout=False)},
                 check=ConnectionPool.check_connection,
                 open=True,
             )

@@ -35,5 +35,10 @@ def test_a_service_or_the_environment_decides(monkeypatch: pytest.MonkeyPatch) -
     assert tcp_defaults("host=db.example") == {}
 
 
+def test_connections_that_handlers_use_get_no_user_timeout() -> None:
+    got = tcp_defaults("host=db.example", user_timeout=False)
+    assert "tcp_user_timeout" not in got and got["keepalives_idle"] == TCP_DEFAULTS["keepalives_idle"]
+
+
 def test_a_malformed_dsn_is_left_to_libpq() -> None:
     assert tcp_defaults("host=db.example port") == {}
