@@ -3,6 +3,7 @@ dead in seconds, never overriding what the DSN, its service file or the environm
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from pgq.dsn import TCP_DEFAULTS, tcp_defaults
@@ -38,6 +39,13 @@ def test_a_service_or_the_environment_decides(monkeypatch: pytest.MonkeyPatch) -
 def test_connections_that_handlers_use_get_no_user_timeout() -> None:
     got = tcp_defaults("host=db.example", user_timeout=False)
     assert "tcp_user_timeout" not in got and got["keepalives_idle"] == TCP_DEFAULTS["keepalives_idle"]
+
+
+def test_libpq_before_12_gets_no_user_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(psycopg.pq, "version", lambda: 110000)  # it would refuse the option
+    assert tcp_defaults("host=db.example") == {
+        k: v for k, v in TCP_DEFAULTS.items() if k != "tcp_user_timeout"
+    }
 
 
 def test_a_malformed_dsn_is_left_to_libpq() -> None:

@@ -21,7 +21,7 @@ import pytest
 
 import pgq
 from pgq.worker import run_on
-from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
+from workers import WorkerProcess, execute, ledger_lines, listeners, outcome_count, scalar, wait_until
 
 
 @pytest.fixture
@@ -57,18 +57,7 @@ def test_end_to_end_10k_jobs_three_workers(dsn: str, ledger: Path, spawn) -> Non
     scalar(dsn, "SELECT pgq.pause('noop')")
     ids = enqueue_batch(dsn, "noop", ["{}"] * 10_000)
     workers = [spawn() for _ in range(3)]
-    wait_until(
-        lambda: (
-            scalar(
-                dsn,
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND query = 'LISTEN pgq'",
-            )
-            == 3
-        ),
-        30,
-        "three workers to listen",
-    )
+    wait_until(lambda: listeners(dsn) == 3, 30, "three workers to listen")
     scalar(dsn, "SELECT pgq.resume('noop')")
     wait_until(lambda: outcome_count(dsn) == 10_000, 90, "10000 jobs to succeed")
     assert [w.terminate() for w in workers] == [0, 0, 0]

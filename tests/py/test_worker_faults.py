@@ -19,7 +19,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from proxy import Proxy
-from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
+from workers import WorkerProcess, execute, ledger_lines, listeners, outcome_count, scalar, wait_until
 
 
 @pytest.fixture
@@ -300,15 +300,7 @@ def test_a_cancel_sent_before_the_worker_listens_is_not_lost(dsn: str, ledger: P
         if not scalar(dsn, "SELECT heartbeat_at = registered_at FROM pgq._workers WHERE state = 'alive'"):
             pytest.skip("the machine was too slow: a periodic heartbeat came before the cancel was checked")
         proxy.restore()
-        wait_until(
-            lambda: scalar(
-                dsn,
-                "SELECT count(*) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND query = 'LISTEN pgq'",
-            ),
-            10,
-            "the worker to listen",
-        )
+        wait_until(lambda: listeners(dsn), 10, "the worker to listen")
         wait_until(
             lambda: events(ledger, "cancelled"), 2, "the handler to see the cancel once the worker listens"
         )
@@ -347,18 +339,9 @@ def test_the_worker_probes_a_database_that_went_silent(
     LISTEN's) probes the database after 10 s idle, unless the DSN says otherwise (here 10
     minutes). A silent peer cannot be faked on this machine: the kernel answers for any
     proxy, and there is no packet filter."""
-    params = conninfo_to_dict(dsn)
-    port = int(params.get("port", 5432))
+    port = int(conninfo_to_dict(dsn).get("port", 5432))
     worker = spawn(f"{dsn} {given}" if given else dsn)
-    wait_until(
-        lambda: scalar(
-            dsn,
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query = 'LISTEN pgq'",
-        ),
-        30,
-        "the worker to listen",
-    )
+    wait_until(lambda: listeners(dsn), 30, "the worker to listen")
     timers = wait_until(
         lambda: (t := keepalive_timers(worker.pid, port)) and len(t) >= 3 and None not in t and t,
         10,

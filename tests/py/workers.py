@@ -87,6 +87,14 @@ def execute(dsn: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[An
         return cur.fetchall() if cur.description else []
 
 
+def listeners(dsn: str) -> int:
+    """Sessions of this database that LISTEN for pgq's notifications: one per worker."""
+    return scalar(
+        dsn,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN pgq'",
+    )
+
+
 def outcome_count(dsn: str, outcome: str = "succeeded", entrypoint: str | None = None) -> int:
     return scalar(
         dsn,
