@@ -45,7 +45,7 @@ BEGIN
         FOR v_id IN SELECT DISTINCT u.id FROM unnest(new.depends_on) AS u (id) ORDER BY u.id LOOP
             SELECT o.outcome INTO v_outcome
             FROM pgq._outcomes AS o
-            WHERE o.job_id = v_id AND o.outcome <> 'failed'
+            WHERE o.job_id = v_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
             ORDER BY o.finished_at DESC
             LIMIT 1;
             IF v_outcome IS DISTINCT FROM 'succeeded' THEN

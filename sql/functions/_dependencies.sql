@@ -35,7 +35,7 @@ BEGIN
     LOOP
         SELECT o.outcome INTO v_outcome
         FROM pgq._outcomes AS o
-        WHERE o.job_id = v_id AND o.outcome <> 'failed'
+        WHERE o.job_id = v_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
         ORDER BY o.finished_at DESC
         LIMIT 1;
         IF v_outcome IS NULL THEN

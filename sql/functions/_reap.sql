@@ -29,16 +29,24 @@ BEGIN
     END IF;
 
     -- A worker paces its heartbeats by the lease it learned at its last beat: a lease
-    -- shortened since then applies to it only from its next beat.
+    -- shortened since then applies to it only from its next beat. A worker row that is
+    -- locked is skipped until the next sweep: a claim holds it until it commits, and one
+    -- left open in a transaction must not stop this sweep (and, under its lock, every
+    -- other) from reaping the other workers.
     UPDATE pgq._workers AS w
     SET state = 'dead', stopped_at = now()
-    WHERE w.state = 'alive'
-      AND w.heartbeat_at < now() - greatest(w.lease, (
-          SELECT min(coalesce(q.lease, d.lease))
-          FROM unnest(w.entrypoints) AS e (ep)
-          CROSS JOIN pgq._default_settings AS d
-          LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
-      ));
+    WHERE w.id IN (
+        SELECT s.id
+        FROM pgq._workers AS s
+        WHERE s.state = 'alive'
+          AND s.heartbeat_at < now() - greatest(s.lease, (
+              SELECT min(coalesce(q.lease, d.lease))
+              FROM unnest(s.entrypoints) AS e (ep)
+              CROSS JOIN pgq._default_settings AS d
+              LEFT JOIN pgq._queues AS q ON q.entrypoint = e.ep
+          ))
+        FOR NO KEY UPDATE SKIP LOCKED
+    );
 
     -- Jobs of workers that are not alive go back. A worker that died lost them: that
     -- counts towards max_deliveries; one that unregistered did not. Once none of its jobs

@@ -176,11 +176,14 @@ BEGIN
     -- locked row cannot move, and a row that another transaction changed between this
     -- statement's snapshot and the lock is not visible at its new ctid, so it is not
     -- updated nor returned; it stays locked until this claim commits, then queued for the
-    -- next one. pgq._open_entrypoints (inlined) says where each entrypoint's scan starts.
+    -- next one. pgq._entrypoints_to_claim (inlined) says where each entrypoint's scan starts,
+    -- and which entrypoints have limits now: one that this call did not lock above (it
+    -- was paused, or had no limit or keyed job yet) gets nothing, so that a resume, a
+    -- configure or a first keyed job committed since cannot let it past its limits.
     IF cardinality(v_limited) = 0 THEN
         RETURN QUERY
         WITH allowance AS (
-            SELECT s.* FROM pgq._open_entrypoints(entrypoints) AS s
+            SELECT s.* FROM pgq._entrypoints_to_claim(entrypoints) AS s
         ),
         candidates AS (
             SELECT c.ctid
@@ -194,6 +197,7 @@ BEGIN
                 LIMIT claim.batch_size
                 FOR UPDATE SKIP LOCKED
             ) AS c
+            WHERE NOT a.limited
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT claim.batch_size
         ),
@@ -214,9 +218,9 @@ BEGIN
         WITH allowance AS (
             SELECT
                 s.*,
-                CASE WHEN s.ep = ANY (v_keyed) THEN 0
+                CASE WHEN s.ep = ANY (v_keyed) OR (s.limited AND l.ep IS NULL) THEN 0
                      ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n
-            FROM pgq._open_entrypoints(entrypoints) AS s
+            FROM pgq._entrypoints_to_claim(entrypoints) AS s
             LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = s.ep
         ),
         candidates AS (
@@ -269,9 +273,9 @@ BEGIN
         WITH allowance AS (
             SELECT
                 s.*,
-                CASE WHEN s.ep = ANY (v_keyed) THEN 0
+                CASE WHEN s.ep = ANY (v_keyed) OR (s.limited AND l.ep IS NULL) THEN 0
                      ELSE least(claim.batch_size, coalesce(l.allowed, claim.batch_size)) END AS n
-            FROM pgq._open_entrypoints(entrypoints) AS s
+            FROM pgq._entrypoints_to_claim(entrypoints) AS s
             LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = s.ep
         ),
         candidates AS (

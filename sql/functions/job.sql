@@ -79,7 +79,7 @@ BEGIN
     ELSE
         SELECT o.* INTO v_out
         FROM pgq._outcomes AS o
-        WHERE o.job_id = job.job_id AND o.outcome <> 'failed'
+        WHERE o.job_id = job.job_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
         ORDER BY o.finished_at DESC
         LIMIT 1;
         IF NOT FOUND THEN

@@ -7,7 +7,8 @@
 -- the worker still heartbeats. Rows of workers gone for over a day are deleted.
 -- pg_cron runs it every minute, pgq.register_worker and pgq.sweep too, pgq.heartbeat a
 -- lighter form (pgq._reap). Only one sweep runs at a time (a transaction-level advisory
--- lock); a concurrent call returns 0.
+-- lock); a concurrent call returns 0. A worker whose row a claim holds (until it commits)
+-- is left to the next sweep.
 -- Every UPDATE re-checks the job's state, so a job completed meanwhile is never touched.
 -- Returns the number of jobs released or failed.
 CREATE OR REPLACE FUNCTION pgq.reap()

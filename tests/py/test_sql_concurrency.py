@@ -113,18 +113,18 @@ def test_concurrent_claims_are_disjoint_and_complete(
     assert conn.execute("SELECT count(*) FROM pgq._jobs WHERE status <> 'running'").fetchone()[0] == 0
 
 
-# A stand-in for pgq._open_entrypoints that waits on advisory lock 4242 first. The claim's
+# A stand-in for pgq._entrypoints_to_claim that waits on advisory lock 4242 first. The claim's
 # statement calls it (it can no longer be inlined) after taking its snapshot and before it
 # locks any job, which opens the window between the two for another session.
 _PAUSED_OPEN_ENTRYPOINTS = """
-CREATE FUNCTION pgq._open_entrypoints(entrypoints text[])
+CREATE FUNCTION pgq._entrypoints_to_claim(entrypoints text[])
 RETURNS TABLE (ep text, timeout interval, max_attempts integer, from_np bigint, from_run timestamptz,
-               from_id bigint)
+               from_id bigint, limited boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_advisory_lock(4242);
     PERFORM pg_advisory_unlock(4242);
-    RETURN QUERY SELECT * FROM pgq._open_entrypoints_inner(entrypoints);
+    RETURN QUERY SELECT * FROM pgq._entrypoints_to_claim_inner(entrypoints);
 END
 $$
 """
@@ -146,7 +146,9 @@ def test_a_job_changed_between_the_claims_snapshot_and_its_lock_is_left_for_the_
             psycopg.connect(dsn, autocommit=True) as admin,
             psycopg.connect(dsn, autocommit=True) as claimer,
         ):
-            admin.execute("ALTER FUNCTION pgq._open_entrypoints(text[]) RENAME TO _open_entrypoints_inner")
+            admin.execute(
+                "ALTER FUNCTION pgq._entrypoints_to_claim(text[]) RENAME TO _entrypoints_to_claim_inner"
+            )
             admin.execute(_PAUSED_OPEN_ENTRYPOINTS)
             first, changed, last = enqueue_many(admin, "window", 3)
             worker = register(claimer, "w", ["window"])

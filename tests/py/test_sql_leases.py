@@ -357,22 +357,30 @@ def test_a_claim_in_flight_when_its_worker_stops_being_alive_is_given_back(
     dsn: str, session, ender: str
 ) -> None:
     """A claim has taken a job and not committed yet when another worker's heartbeat finds
-    its worker silent (or the worker unregisters). The statement that ends the worker waits
-    for the claim, so the release that follows gives its job back (before, the release
-    missed it and marked the worker as holding nothing: the job stayed held by a dead
-    worker that heartbeats no longer look up)."""
+    its worker silent (or the worker unregisters). Unregistration waits for the claim, so
+    the release that follows gives its job back (before, the release missed it and marked
+    the worker as holding nothing: the job stayed held by a dead worker that heartbeats no
+    longer look up). The sweep does not wait (a claim left open must not stop it): it
+    leaves the worker alive, and the first sweep after the claim commits ends it."""
     admin = session()
     ep, job_id, worker_a, worker_b = _worker_to_end(admin, f"claim_ends_{ender}", ender)
     ender_conn = session()
     with psycopg.connect(dsn) as claimer:  # an open transaction: the claim in flight
         assert claim(claimer, worker_a, [ep]) == [(job_id, 1)]
-        with ThreadPoolExecutor(1) as pool:
-            done = pool.submit(_end_worker, ender_conn, ender, worker_a, worker_b)
-            assert wait_until_waiting_on_lock(admin, ender_conn.info.backend_pid), (
-                "the end of the worker did not wait for its claim"
-            )
+        if ender == "heartbeat":
+            assert _end_worker(ender_conn, ender, worker_a, worker_b) == []
+            assert worker_state(admin, worker_a) == "alive"
             claimer.commit()
-            done.result(timeout=30)
+            assert job(admin, job_id)["status"] == "running"
+            assert _end_worker(ender_conn, ender, worker_a, worker_b) == []
+        else:
+            with ThreadPoolExecutor(1) as pool:
+                done = pool.submit(_end_worker, ender_conn, ender, worker_a, worker_b)
+                assert wait_until_waiting_on_lock(admin, ender_conn.info.backend_pid), (
+                    "the end of the worker did not wait for its claim"
+                )
+                claimer.commit()
+                done.result(timeout=30)
     assert worker_state(admin, worker_a) == ("dead" if ender == "heartbeat" else "stopped")
     assert job(admin, job_id) == {"status": "queued", "deliveries": 1, "attempt": 0, "worker_id": None}
     released = admin.execute("SELECT released_at IS NOT NULL FROM pgq._workers WHERE id = %s", (worker_a,))
