@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import re
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -90,14 +91,38 @@ async def within(run: Run, coro: Any, seconds: float) -> Any:
 
 
 def check_result(value: Any) -> Any:
-    """The handler's return value, if it can be stored as JSON (None stores nothing)."""
+    """The handler's return value, if it can be stored as jsonb (None stores nothing).
+    PostgreSQL refuses what Python's json writes for NaN and the infinities, a NUL in a
+    string and a lone surrogate (a file name decoded with surrogateescape); such a result
+    would fail the completion of every job in its batch, again and again."""
     if value is None:
         return None
     try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise NotJson(f"the handler's return value is not JSON: {exc}") from None
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise NotJson(f"the handler's return value is not JSON that PostgreSQL accepts: {exc}") from None
+    if _NUL.search(text):
+        raise NotJson("the handler's return value is not JSON that PostgreSQL accepts: a string holds a NUL")
     return value
+
+
+# A NUL in a JSON text from json.dumps: the escape \u0000 after an even number of backslashes
+# (a string's own backslash is written doubled).
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def printable(text: str) -> str:
+    """Text that PostgreSQL can store: a NUL or a lone surrogate (in an exception's message,
+    from a file name, say) made a failure impossible to record, and the worker retried it
+    for ever."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 async def call_handler(

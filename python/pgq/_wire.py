@@ -28,4 +28,20 @@ class JsonbLoader(Loader):
     def load(self, data: Buffer) -> Any:
         if data[0] != 1:
             raise DataError(f"unknown jsonb binary format: {data[0]}")
-        return _decode(str(data[1:], "utf-8"))
+        try:
+            return _decode(str(data[1:], "utf-8"))
+        except (ValueError, RecursionError) as exc:
+            # jsonb that Python will not decode (an integer of over 4300 digits, nesting
+            # deeper than the recursion limit): raised here, it would fail the whole claim,
+            # and the worker with it, on every delivery of the job.
+            return Undecodable(f"{type(exc).__name__}: {exc}")
+
+
+class Undecodable:
+    """A claimed job's payload or headers that Python could not decode: the worker fails
+    that job (pgq.fail) instead of running its handler."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error

@@ -40,8 +40,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import tracing
-from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result
-from ._wire import JsonbLoader
+from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result, printable
+from ._wire import JsonbLoader, Undecodable
 from .dsn import resolve_dsn, tcp_defaults
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
 from .job import _CLAIM_FIELDS, Job, JobCancelled, Snooze
@@ -69,6 +69,8 @@ _RECONCILE_MAX = 60.0
 _NO_SPAN = contextlib.nullcontext()
 # The longest a claim waits for a pooled connection (the loop then checks for SIGTERM).
 _CLAIM_WAIT = 2.0
+# Connections of a worker's pool: claims, heartbeats, settlements, sweeps.
+_POOL_SIZE = 4
 # Default concurrency (see Worker.concurrency) and the largest default batch. A claim
 # never takes more jobs than the worker has free slots, so a slow handler holds no job it
 # does not run; 500 async slots and batches of up to 500 drain no-op jobs as fast as any
@@ -307,8 +309,13 @@ class Worker:
             **tcp_defaults(dsn),
         }
         self._pool = AsyncConnectionPool(
-            dsn, min_size=2, max_size=4, open=False, kwargs=conn_kwargs, configure=_configure
+            dsn, min_size=2, max_size=_POOL_SIZE, open=False, kwargs=conn_kwargs, configure=_configure
         )
+        # Settling jobs (complete, fail, snooze) may take all but one of the connections: a
+        # settlement can wait for a row lock for as long as another transaction holds the
+        # job (an application's pgq.cancel left open), and the heartbeat and the claims must
+        # still get through, or the worker loses the leases of every job it runs.
+        self._settling = asyncio.Semaphore(_POOL_SIZE - 1)
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgq-handler")
         self._sync_pool: ConnectionPool | None = None
         if any(h.transactional for h in self._handlers.values()):
@@ -393,16 +400,17 @@ class Worker:
         self, what: str, query: str, params: tuple[Any, ...] = (), *, startup: bool = False
     ) -> list[dict[str, Any]]:
         """Run a statement until it succeeds: through a lost connection, a failover's
-        read-only window or any other error, backing off and saying so. Gives up (raises
-        _Stopping) on SIGTERM while registering (startup), or after the final flush; while
-        registering, an error other than a lost connection is raised at once."""
+        read-only window or any other error but a data error (its arguments), backing off and
+        saying so. Gives up (raises _Stopping) on SIGTERM while registering (startup), or
+        after the final flush; while registering, an error other than a lost connection is
+        raised at once."""
         delay = 0.1
         while True:
             try:
                 # While registering, a database that is away must not hide SIGTERM for long.
                 return await self._sql(query, params, wait=_CLAIM_WAIT if startup else None)
-            except (InvalidArgument, UnknownWorker, WorkerGone):
-                raise
+            except (InvalidArgument, UnknownWorker, WorkerGone, psycopg.DataError):
+                raise  # the same statement would fail the same way: retrying would jam
             except (PgqError, psycopg.Error, PoolTimeout) as exc:
                 transient = isinstance(exc, _TRANSIENT)
                 if startup and not transient:  # not a passing fault: say so at once
@@ -432,16 +440,21 @@ class Worker:
             startup=True,
         )
         self.worker_id = rows[0]["id"]
-        await self._refresh_settings()
+        await self._refresh_settings(startup=True)
         log.info("worker %s registered as %s for %s", self.name, self.worker_id, ", ".join(self.entrypoints))
 
-    async def _refresh_settings(self) -> None:
-        rows = await self._sql(
+    async def _refresh_settings(self, startup: bool = False) -> None:
+        """Read the settings the worker paces itself by. While registering (startup) through
+        a lost connection too: a worker that just registered again must not die of it."""
+        query = (
             "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
             " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
-            " FROM pgq.settings(entrypoints => %s::text[])",
-            (self.entrypoints,),
+            " FROM pgq.settings(entrypoints => %s::text[])"
         )
+        if startup:
+            rows = await self._persist("read settings", query, (self.entrypoints,), startup=True)
+        else:
+            rows = await self._sql(query, (self.entrypoints,))
         self._lease = rows[0]["lease"]
         self._limited = bool(rows[0]["limited"])
         # A rate-limited entrypoint earns a token every 1/rate seconds and no NOTIFY says so:
@@ -506,6 +519,13 @@ class Worker:
                 await self._sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
+            except Exception:
+                # Anything else (reading a row, starting a job) must not end the worker:
+                # the heartbeat gives back what the claim may have taken.
+                log.exception("claim failed; retrying in %.1f s", delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
             delay = 0.1
             self._drained = len(runs) < wanted
             if len(runs) < wanted:
@@ -549,6 +569,10 @@ class Worker:
         job = run.job
         run.t0 = started = time.monotonic()
         try:
+            if type(job.payload) is Undecodable or type(job.headers) is Undecodable:
+                what = "payload" if type(job.payload) is Undecodable else "headers"
+                error = getattr(job, what).error
+                raise NotJson(f"the job's {what} is JSON that Python cannot decode: {error}")
             with tracing.job_span(job) if self._spans else _NO_SPAN:
                 result = await call_handler(run, self._executor, self._in_thread)
             if run.handler.transactional:
@@ -630,18 +654,19 @@ class Worker:
 
     async def _fail(self, run: Run, error: str) -> None:
         job = run.job
-        run.error = error
+        run.error = error = printable(error)
         self.failed += 1
         recorded = False
         try:
-            rows = await self._persist(
-                f"fail job {job.id}",
-                "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
-                " delivery => %s::int) AS status",
-                (job.worker_id, job.id, error, job.deliveries),
-            )
+            async with self._settling:
+                rows = await self._persist(
+                    f"fail job {job.id}",
+                    "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
+                    " delivery => %s::int) AS status",
+                    (job.worker_id, job.id, error, job.deliveries),
+                )
             recorded = True
-        except (PgqError, _Stopping) as exc:
+        except (PgqError, _Stopping, psycopg.DataError) as exc:
             log.error("job %d (%s): could not record the failure: %s", job.id, job.entrypoint, exc)
             return
         finally:
@@ -658,14 +683,15 @@ class Worker:
         job = run.job
         recorded = False
         try:
-            rows = await self._persist(
-                f"snooze job {job.id}",
-                "SELECT pgq.snooze(worker_id => %s::uuid, job_id => %s::bigint,"
-                " delay => make_interval(secs => %s::float8), delivery => %s::int) AS status",
-                (job.worker_id, job.id, seconds, job.deliveries),
-            )
+            async with self._settling:
+                rows = await self._persist(
+                    f"snooze job {job.id}",
+                    "SELECT pgq.snooze(worker_id => %s::uuid, job_id => %s::bigint,"
+                    " delay => make_interval(secs => %s::float8), delivery => %s::int) AS status",
+                    (job.worker_id, job.id, seconds, job.deliveries),
+                )
             recorded = True
-        except (PgqError, _Stopping) as exc:
+        except (PgqError, _Stopping, psycopg.DataError) as exc:
             log.error("job %d (%s): could not snooze: %s", job.id, job.entrypoint, exc)
             return
         finally:
@@ -701,16 +727,20 @@ class Worker:
             results = [None if result is None else Jsonb(result) for _, result, _ in entries]
         recorded = False
         try:
-            rows = await self._persist(
-                "complete",
-                # One row holding an array, not a row per job: cheaper to read.
-                "SELECT coalesce(array_agg(c.id), '{}') AS ids FROM pgq.complete(worker_id => %s::uuid,"
-                " job_ids => %s::bigint[], results => %s::jsonb[], deliveries => %s::int[]) AS c (id)",
-                (worker_id, _array(ids), results, _array([job.deliveries for job, _, _ in entries])),
-            )
+            async with self._settling:
+                rows = await self._persist(
+                    "complete",
+                    # One row holding an array, not a row per job: cheaper to read.
+                    "SELECT coalesce(array_agg(c.id), '{}') AS ids FROM pgq.complete(worker_id => %s::uuid,"
+                    " job_ids => %s::bigint[], results => %s::jsonb[], deliveries => %s::int[]) AS c (id)",
+                    (worker_id, _array(ids), results, _array([job.deliveries for job, _, _ in entries])),
+                )
             recorded = True
         except _Stopping:
             log.error("jobs %s finished but could not be completed; they will run again", ids)
+            return
+        except psycopg.DataError as exc:
+            log.error("jobs %s finished but could not be completed (%s); they will run again", ids, exc)
             return
         finally:
             for job, _, _ in entries:

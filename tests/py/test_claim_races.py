@@ -1,9 +1,10 @@
-"""Races inside one call: another session commits between two statements of pgq.claim,
-pgq._claim_keyed or pgq.cancel, or holds a lock that pgq.reap needs.
+"""Races inside one call: another session commits between two statements of pgq.claim or
+pgq._claim_keyed, holds a lock that pgq.reap needs, or cancels a job in a transaction that
+began before the job's snooze.
 
 Each race is forced, not hoped for: a copy of the real function gets a hook between the two
-statements (an advisory lock it waits for), in a database of the test's own, and the test
-commits its change while the call waits there.
+statements (hooks.py), in a database of the test's own, and the test commits its change
+while the call waits there.
 """
 
 from __future__ import annotations
@@ -17,20 +18,8 @@ import psycopg
 import pytest
 
 from conftest import create_database, drop_database
+from hooks import HOOK, hook
 from workers import wait_until_waiting_on_lock
-
-HOOK = 4243
-
-
-def hook(conn: psycopg.Connection, function: str, before: str) -> None:
-    """Recreate `function` (a regprocedure) with a wait on advisory lock HOOK just before
-    the line of its body that starts with `before` (a comment that marks the spot)."""
-    source = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (function,)).fetchone()[0]
-    lines = source.splitlines(keepends=True)
-    spot = [i for i, line in enumerate(lines) if line.strip().startswith(before)]
-    assert len(spot) == 1, f"{before!r} marks {len(spot)} lines of {function}"
-    wait = f"    PERFORM pg_advisory_lock({HOOK}); PERFORM pg_advisory_unlock({HOOK});\n"
-    conn.execute("".join([*lines[: spot[0]], wait, *lines[spot[0] :]]))
 
 
 @pytest.fixture

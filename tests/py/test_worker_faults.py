@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from hooks import HOOK, hook
 from proxy import Proxy
 from workers import WorkerProcess, execute, ledger_lines, listeners, outcome_count, scalar, wait_until
 
@@ -157,6 +158,37 @@ def test_re_registration_keeps_each_delivery_in_its_own_books(dsn: str, ledger: 
     wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job,)) == "canceled", 10, "canceled")
     assert worker.terminate() == 0
     assert most_at_once(ledger) <= 2
+
+
+def test_a_connection_lost_while_registering_again_does_not_end_the_worker(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    """Registered again (its row was gone), the worker read its settings outside the retries
+    of its registration: a connection lost right then ended the process (exit 1), and its
+    new worker row stayed alive with nobody behind it until the sweep."""
+    worker = spawn()
+    old = alive_worker(dsn)
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        original = hook(admin, "pgq.settings(text[])", "RETURN QUERY")
+        try:
+            admin.execute("SELECT pg_advisory_lock(%s)", (HOOK,))
+            admin.execute("SELECT pgq.unregister_worker(%s)", (old,))
+            wait_until(lambda: alive_worker(dsn) != old, 30, "the worker to register again")
+            waiting = (
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database() AND query LIKE %s"
+            )
+            wait_until(lambda: execute(dsn, waiting, ("%pgq.settings%",)), 30, "a settings read at the hook")
+            for (pid,) in execute(dsn, waiting, ("%pgq.settings%",)):
+                scalar(dsn, "SELECT pg_terminate_backend(%s)", (pid,))
+            time.sleep(0.5)  # the worker sees the connection lost and retries
+            assert worker.proc.poll() is None, worker.log()
+        finally:
+            admin.execute("SELECT pg_advisory_unlock_all()")
+            admin.execute(original)
+    [job] = enqueue(dsn, "noop")
+    wait_until(lambda: scalar(dsn, "SELECT pgq.job_status(%s)", (job,)) == "succeeded", 30, "the job to run")
+    assert worker.terminate() == 0, worker.log()
 
 
 def test_completions_survive_a_read_only_window(dsn: str, ledger: Path, spawn) -> None:

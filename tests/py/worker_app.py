@@ -165,3 +165,31 @@ async def returns(job: pgq.Job) -> object:
     if payload.get("not_json"):
         return {1, 2}
     return {"double": payload.get("n", 0) * 2}
+
+
+def _unstorable(kind: str) -> object:
+    """Values Python's json writes and PostgreSQL refuses."""
+    return {
+        "nan": float("nan"),
+        "nul": "a\x00b",
+        "surrogate": b"caf\xe9.txt".decode("utf-8", "surrogateescape"),
+    }[kind]
+
+
+@worker.entrypoint("bad_result")
+async def bad_result(job: pgq.Job) -> object:
+    record(job)
+    return {"value": _unstorable(job.payload["kind"])}
+
+
+@worker.entrypoint("bad_error")
+async def bad_error(job: pgq.Job) -> None:
+    record(job)
+    raise RuntimeError(f"cannot open {_unstorable(job.payload['kind'])}")
+
+
+@worker.entrypoint("fail_after")
+async def fail_after(job: pgq.Job) -> None:
+    record(job, "start")
+    await asyncio.sleep(float(job.payload.get("sleep", 1.0)))
+    raise RuntimeError("failed after sleeping")

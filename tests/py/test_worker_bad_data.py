@@ -1,0 +1,130 @@
+"""Data a worker cannot settle as it is, and settlements that wait: none may stop a worker.
+
+A handler's result or error that PostgreSQL refuses, a payload that Python cannot decode,
+settlements stuck behind another transaction's row locks. Each once jammed a real `pgq
+worker` process (a completer retrying one statement for ever, a slot never given back, the
+process ending, the leases of healthy jobs lost); each now costs only its own job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from workers import WorkerProcess, execute, scalar, wait_until
+
+KINDS = ["nan", "nul", "surrogate"]
+
+
+def _enqueue(dsn: str, entrypoint: str, payloads: list[str]) -> list[int]:
+    rows = execute(
+        dsn,
+        "SELECT pgq.enqueue(%s, p::jsonb, max_attempts => 1) FROM unnest(%s::text[]) AS p",
+        (entrypoint, payloads),
+    )
+    return [r[0] for r in rows]
+
+
+def _statuses(dsn: str, ids: list[int]) -> dict[int, str | None]:
+    return {i: scalar(dsn, "SELECT pgq.job_status(%s)", (i,)) for i in ids}
+
+
+def _last_errors(dsn: str, ids: list[int]) -> list[str]:
+    rows = execute(dsn, "SELECT last_error FROM pgq._jobs WHERE id = ANY(%s) ORDER BY id", (ids,))
+    return [r[0] for r in rows]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def _settled_all(dsn: str, bad: list[int], good: list[int]) -> bool:
+    statuses = _statuses(dsn, bad + good)
+    return all(statuses[i] == "dead" for i in bad) and all(statuses[i] == "succeeded" for i in good)
+
+
+def test_results_that_postgresql_refuses_fail_their_own_jobs_only(dsn: str, ledger: Path) -> None:
+    """NaN, a NUL, a lone surrogate: json.dumps writes them, jsonb refuses them. The
+    completion of the whole batch failed, and was retried for ever: every job after it ran
+    but stayed running."""
+    bad = _enqueue(dsn, "bad_result", [f'{{"kind": "{k}"}}' for k in KINDS])
+    good = _enqueue(dsn, "noop", ["{}"] * 5)
+    proc = WorkerProcess(dsn, ledger)
+    try:
+        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
+        for error in _last_errors(dsn, bad):
+            assert "not JSON that PostgreSQL accepts" in error
+        assert proc.proc.poll() is None
+    finally:
+        assert proc.terminate() == 0, proc.log()
+    assert "complete failed" not in proc.log()
+
+
+def test_error_texts_that_postgresql_refuses_are_recorded(dsn: str, ledger: Path) -> None:
+    """A NUL or a lone surrogate in an exception's message: the failure could not be
+    recorded, and with two slots the worker, retrying it for ever, ran nothing else."""
+    bad = _enqueue(dsn, "bad_error", ['{"kind": "nul"}', '{"kind": "surrogate"}'])
+    good = _enqueue(dsn, "noop", ["{}"] * 3)
+    proc = WorkerProcess(dsn, ledger, APP_CONCURRENCY="2")
+    try:
+        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
+        nul, surrogate = _last_errors(dsn, bad)
+        assert "cannot open a\\x00b" in nul
+        assert "cannot open caf\\udce9.txt" in surrogate
+    finally:
+        assert proc.terminate() == 0, proc.log()
+
+
+def test_a_payload_python_cannot_decode_fails_its_job_and_not_the_worker(dsn: str, ledger: Path) -> None:
+    """jsonb that Python's decoder refuses (an integer of 5000 digits) failed the whole
+    claim, and the worker process with it, on every delivery: its batch's other jobs went
+    dead as 'lost their worker'."""
+    huge = "9" * 5000
+    bad = _enqueue(dsn, "noop", [f'{{"n": {huge}}}', '{"a": ' * 3000 + "1" + "}" * 3000])
+    good = _enqueue(dsn, "noop", ["{}"] * 3)
+    proc = WorkerProcess(dsn, ledger)
+    try:
+        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
+        for error in _last_errors(dsn, bad):
+            assert "payload is JSON that Python cannot decode" in error
+        assert proc.proc.poll() is None
+    finally:
+        assert proc.terminate() == 0, proc.log()
+
+
+def test_settlements_waiting_for_row_locks_leave_the_heartbeat_a_connection(dsn: str, ledger: Path) -> None:
+    """Four failures waited for rows another transaction held (an application's pgq.cancel
+    left open) and took all four connections of the worker's pool: its heartbeats found
+    none, the sweep found it dead, and a healthy job was taken from it and run again."""
+    execute(dsn, "SELECT pgq.configure('fail_after', lease => '2 seconds')")
+    healthy = _enqueue(dsn, "slow", ['{"sleep": 6}'])[0]
+    failing = _enqueue(dsn, "fail_after", ['{"sleep": 1}'] * 4)
+    proc = WorkerProcess(dsn, ledger, APP_CONCURRENCY="10")
+    stop = threading.Event()
+
+    def sweep() -> None:  # pg_cron's sweep, once a second instead of once a minute
+        while not stop.wait(0.5):
+            execute(dsn, "SELECT pgq.reap()")
+
+    sweeper = threading.Thread(target=sweep)
+    try:
+        running = "SELECT count(*) FROM pgq._jobs WHERE status = 'running'"
+        wait_until(lambda: scalar(dsn, running) == 5, 30, "the five jobs to run")
+        with psycopg.connect(dsn) as holder:
+            holder.execute("SELECT id FROM pgq._jobs WHERE id = ANY(%s) FOR UPDATE", (failing,))
+            sweeper.start()
+            time.sleep(5)  # the failures wait; two leases and a half pass
+            assert scalar(dsn, "SELECT state FROM pgq.workers") == "alive", proc.log()
+        wait_until(lambda: _statuses(dsn, [healthy])[healthy] == "succeeded", 30, "the healthy job")
+        deliveries = scalar(dsn, "SELECT deliveries FROM pgq.outcomes WHERE job_id = %s", (healthy,))
+        assert deliveries == 1
+    finally:
+        stop.set()
+        if sweeper.is_alive():
+            sweeper.join()
+        assert proc.terminate() == 0, proc.log()
