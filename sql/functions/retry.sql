@@ -1,5 +1,5 @@
--- pgq.retry: dead jobs go back to queued now, with attempt (and the count of lost
--- deliveries, see max_deliveries) reset to 0. A dead job whose
+-- pgq.retry: dead jobs go back to queued now, with attempt, the count of lost deliveries
+-- (see max_deliveries) and the count of snoozes (see max_snoozes) reset to 0. A dead job whose
 -- dedupe_key is taken by a live job stays dead (retrying it would duplicate work); of
 -- several dead jobs with one dedupe_key, only the newest is retried.
 -- Other ids are ignored. Returns the number of jobs re-queued. Raises PQ001.
@@ -33,7 +33,7 @@ BEGIN
         -- the unique index decides, and the loser stays dead.
         BEGIN
             UPDATE pgq._jobs AS j
-            SET status = 'queued', attempt = 0, lost = 0, run_at = now()
+            SET status = 'queued', attempt = 0, lost = 0, snoozes = 0, run_at = now()
             WHERE j.id = v_job.id AND j.status = 'dead';
             IF FOUND THEN
                 v_count := v_count + 1;

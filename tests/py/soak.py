@@ -9,11 +9,13 @@ soak_sql has a 1-second timeout that about 1 job in 25 overruns on its first del
 (then retried after a short backoff), soak_trigger is a transactional handler that writes
 an effect row in the transaction completing its job, soak_batch is limited to 8 running
 jobs across all workers. A canceller calls pgq.cancel on about 1% of the committed jobs
-while they are queued or running, and changes about as many others while they are queued
-(an UPDATE of their headers, under the workers' claims). At random moments a fault is injected: SIGKILL of a
-worker (a new one is started), pg_terminate_backend of the workers' connections, a
-PostgreSQL restart with `-m fast`, one with `-m immediate`, and a read-only window (the
-database set to default_transaction_read_only and the clients' connections cut, for 1.5 s).
+while they are queued or running, changes about as many others while they are queued
+(an UPDATE of their headers, under the workers' claims), and pauses and resumes
+soak_batch every second or so (its limit must hold through claims racing a resume). At
+random moments a fault is injected: SIGKILL of a worker (a new one is started),
+pg_terminate_backend of the workers' connections, a PostgreSQL restart with `-m fast`, one
+with `-m immediate`, and a read-only window (the database set to
+default_transaction_read_only and the clients' connections cut, for 1.5 s).
 
 A producer retries an enqueue that failed before its COMMIT was sent (it was rolled back,
 a read-only error included); one whose COMMIT itself failed has an unknown outcome,
@@ -261,7 +263,9 @@ class Canceller(threading.Thread):
     would: claims meet rows changed after their snapshot (pgq.claim updates the rows it
     locked by ctid and leaves such a row for the next claim); `touched` counts them. Twice
     a second it also checks that no queued job is below its entrypoint's claim mark
-    (pgq._raise_mark)."""
+    (pgq._raise_mark). And it pauses the limited entrypoint every second or so and resumes
+    it 50-200 ms later, as an operator might: a claim racing a resume must keep the limit
+    (`flips` counts the resumes)."""
 
     def __init__(
         self, dsn: str, producers: list[Producer], fraction: float, rng: random.Random, stop: threading.Event
@@ -276,12 +280,14 @@ class Canceller(threading.Thread):
         self.calls = 0
         self.missed = 0  # sampled, but no longer in pgq.jobs
         self.touched = 0
+        self.flips = 0
         self.errors: list[str] = []
         self._seen = [0] * len(producers)
 
     def run(self) -> None:
         conn: psycopg.Connection | None = None
         next_mark_check = 0.0
+        paused, next_flip = False, time.monotonic() + self.rng.uniform(0.3, 1.0)
         while not self.stop.wait(0.05):
             keys, touch = [], []
             for i, producer in enumerate(self.producers):
@@ -294,7 +300,8 @@ class Canceller(threading.Thread):
                     elif draw < 2 * self.fraction:
                         touch.append(k)
             check_marks = time.monotonic() >= next_mark_check
-            if not keys and not touch and not check_marks:
+            flip = time.monotonic() >= next_flip
+            if not keys and not touch and not check_marks and not flip:
                 continue
             try:
                 if conn is None:
@@ -308,6 +315,11 @@ class Canceller(threading.Thread):
                     below = conn.execute(BELOW_MARK).fetchone()[0]
                     if below:
                         self.errors.append(f"queued jobs below the claim mark: {below}")
+                if flip:
+                    conn.execute(f"SELECT pgq.{'resume' if paused else 'pause'}(%s)", (LIMITED,))
+                    self.flips += paused
+                    paused = not paused
+                    next_flip = time.monotonic() + self.rng.uniform(*((0.05, 0.2) if paused else (0.3, 1.0)))
                 if touch:
                     self.touched += conn.execute(
                         "UPDATE pgq._jobs SET headers = coalesce(headers, '{}') || '{\"soak_touched\": true}'"
@@ -336,6 +348,24 @@ class Canceller(threading.Thread):
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+        self._resume()
+
+    def _resume(self) -> None:
+        """Leave the limited entrypoint resumed (a pause may have committed whatever its
+        reply said), through the faults of the last seconds."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with psycopg.connect(
+                    self.dsn, autocommit=True, connect_timeout=3, application_name=CANCELLER_APP
+                ) as conn:
+                    conn.execute("SELECT pgq.resume(%s)", (LIMITED,))
+                    return
+            except psycopg.Error as exc:
+                if time.monotonic() > deadline:
+                    self.errors.append(f"could not resume {LIMITED}: {exc}")
+                    return
+                time.sleep(0.2)
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -533,7 +563,8 @@ class Soak:
         stop.set()
         for producer in producers:
             producer.join(timeout=90)
-        canceller.join(timeout=30)
+        canceller.join(timeout=90)
+        self.say(f"  operator: {LIMITED} paused and resumed {canceller.flips} times")
         t_stop = time.time()
 
         # Drain: every job finished, then a graceful stop.

@@ -885,7 +885,7 @@ class QueueModel(RuleBasedStateMachine):
                 if job.dedupe_key is not None
             )
             if not taken:
-                job.state, job.attempt, job.lost, job.run_at = "queued", 0, 0, now
+                job.state, job.attempt, job.lost, job.snoozes, job.run_at = "queued", 0, 0, 0, now
                 count += 1
         assert rows[0][0] == count, f"retry({ids}) returned {rows[0][0]}, expected {count}"
 

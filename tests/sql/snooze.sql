@@ -2,7 +2,7 @@
 -- fenced (NULL for a non-holder or another delivery); max_snoozes (past it the job fails);
 -- a job whose cancellation was requested is canceled; validation (PQ001); privileges.
 BEGIN;
-SELECT plan(16);
+SELECT plan(20);
 
 SELECT pgq.register_worker('w', ARRAY['sz']) AS w \gset
 SELECT pgq.register_worker('other', ARRAY['sz']) AS other \gset
@@ -41,6 +41,18 @@ SELECT results_eq(
     $$SELECT j.attempt, j.last_error FROM pgq._jobs AS j WHERE j.id = $$ || :j,
     $$VALUES (1, 'snoozed 2 times (max_snoozes 1): a job may not snooze forever')$$,
     'the failure spent an attempt and says why'
+);
+
+-- pgq.retry gives a dead job a fresh start, its snoozes too: one that died of them could
+-- otherwise never snooze again.
+UPDATE pgq._jobs SET status = 'dead', run_at = now() WHERE id = :j;
+SELECT is(pgq.retry(ARRAY[:j]::bigint[]), 1, 'the dead job is retried');
+SELECT is((SELECT c.id FROM pgq.claim(:'w', ARRAY['sz']) AS c), :j::bigint, 'and claimed');
+SELECT is(pgq.snooze(:'w', :j, interval '0'), 'snoozed', 'and snoozed again, not failed');
+SELECT results_eq(
+    $$SELECT j.attempt, j.snoozes FROM pgq._jobs AS j WHERE j.id = $$ || :j,
+    $$VALUES (0, 1)$$,
+    'a snooze, not a failure: attempt 0, snoozes 1'
 );
 
 -- A job whose cancellation was requested is canceled instead.
