@@ -71,6 +71,11 @@ _NO_SPAN = contextlib.nullcontext()
 _CLAIM_WAIT = 2.0
 # Connections of a worker's pool: claims, heartbeats, settlements, sweeps.
 _POOL_SIZE = 4
+# pgq.fail of one delivery: the worker's failures, and a completion its result cannot make.
+_FAIL = (
+    "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
+    " delivery => %s::int) AS status"
+)
 # Default concurrency (see Worker.concurrency) and the largest default batch. A claim
 # never takes more jobs than the worker has free slots, so a slow handler holds no job it
 # does not run; 500 async slots and batches of up to 500 drain no-op jobs as fast as any
@@ -311,11 +316,12 @@ class Worker:
         self._pool = AsyncConnectionPool(
             dsn, min_size=2, max_size=_POOL_SIZE, open=False, kwargs=conn_kwargs, configure=_configure
         )
-        # Settling jobs (complete, fail, snooze) may take all but one of the connections: a
-        # settlement can wait for a row lock for as long as another transaction holds the
-        # job (an application's pgq.cancel left open), and the heartbeat and the claims must
-        # still get through, or the worker loses the leases of every job it runs.
-        self._settling = asyncio.Semaphore(_POOL_SIZE - 1)
+        # Failures and snoozes may take two of the connections, completions (one batch at a
+        # time) a third: a settlement can wait for a row lock for as long as another
+        # transaction holds the job (an application's pgq.cancel left open), and the
+        # heartbeat and the claims must still get through, or the worker loses the leases of
+        # every job it runs; nor may failures stuck so hold up the completions.
+        self._settling = asyncio.Semaphore(_POOL_SIZE - 2)
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgq-handler")
         self._sync_pool: ConnectionPool | None = None
         if any(h.transactional for h in self._handlers.values()):
@@ -660,10 +666,7 @@ class Worker:
         try:
             async with self._settling:
                 rows = await self._persist(
-                    f"fail job {job.id}",
-                    "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
-                    " delivery => %s::int) AS status",
-                    (job.worker_id, job.id, error, job.deliveries),
+                    f"fail job {job.id}", _FAIL, (job.worker_id, job.id, error, job.deliveries)
                 )
             recorded = True
         except (PgqError, _Stopping, psycopg.DataError) as exc:
@@ -727,20 +730,38 @@ class Worker:
             results = [None if result is None else Jsonb(result) for _, result, _ in entries]
         recorded = False
         try:
-            async with self._settling:
-                rows = await self._persist(
-                    "complete",
-                    # One row holding an array, not a row per job: cheaper to read.
-                    "SELECT coalesce(array_agg(c.id), '{}') AS ids FROM pgq.complete(worker_id => %s::uuid,"
-                    " job_ids => %s::bigint[], results => %s::jsonb[], deliveries => %s::int[]) AS c (id)",
-                    (worker_id, _array(ids), results, _array([job.deliveries for job, _, _ in entries])),
-                )
+            rows = await self._persist(
+                "complete",
+                # One row holding an array, not a row per job: cheaper to read.
+                "SELECT coalesce(array_agg(c.id), '{}') AS ids FROM pgq.complete(worker_id => %s::uuid,"
+                " job_ids => %s::bigint[], results => %s::jsonb[], deliveries => %s::int[]) AS c (id)",
+                (worker_id, _array(ids), results, _array([job.deliveries for job, _, _ in entries])),
+            )
             recorded = True
         except _Stopping:
             log.error("jobs %s finished but could not be completed; they will run again", ids)
             return
         except psycopg.DataError as exc:
-            log.error("jobs %s finished but could not be completed (%s); they will run again", ids, exc)
+            if len(entries) == 1:
+                # Completed, it would run again and again: failed, it is retried and ends dead.
+                job = entries[0][0]
+                log.error("job %d (%s) finished but could not be completed: %s", job.id, job.entrypoint, exc)
+                with contextlib.suppress(PgqError, _Stopping, psycopg.Error):
+                    async with self._settling:
+                        await self._persist(
+                            f"fail job {job.id}",
+                            _FAIL,
+                            (
+                                worker_id,
+                                job.id,
+                                printable(f"its result could not be stored: {exc}"),
+                                job.deliveries,
+                            ),
+                        )
+                return
+            # One job's data (check_result should have refused it): the others complete.
+            for entry in entries:
+                await self._complete(worker_id, [entry])
             return
         finally:
             for job, _, _ in entries:

@@ -30,7 +30,6 @@ DECLARE
     v_cap integer;
     v_ids bigint[];
     v_chosen_keys text[];
-    v_chosen_priorities integer[];
     v_exact boolean;
 BEGIN
     -- The (priority, key) pairs with queued jobs: one index probe per pair.
@@ -148,7 +147,7 @@ BEGIN
             LIMIT 1
         ),
         exact AS (
-            SELECT o.id, o.ord, o.key, o.priority
+            SELECT o.id, o.ord, o.key
             FROM ordered AS o
             LEFT JOIN spare AS s ON TRUE
             WHERE s.key IS NULL
@@ -156,12 +155,11 @@ BEGIN
                   < (-s.priority, s.turn, coalesce(s.key <= _claim_keyed.key_cursor, FALSE), s.key)
         )
         SELECT
-            coalesce(c.ids, '{}'), coalesce(c.keys, '{}'), coalesce(c.priorities, '{}'),
+            coalesce(c.ids, '{}'), coalesce(c.keys, '{}'),
             NOT EXISTS (SELECT 1 FROM spare) OR (SELECT count(*) FROM exact) >= _claim_keyed.allowed
-        INTO v_ids, v_chosen_keys, v_chosen_priorities, v_exact
+        INTO v_ids, v_chosen_keys, v_exact
         FROM (
-            SELECT array_agg(e.id ORDER BY e.ord) AS ids, array_agg(e.key ORDER BY e.ord) AS keys,
-                   array_agg(e.priority ORDER BY e.ord) AS priorities
+            SELECT array_agg(e.id ORDER BY e.ord) AS ids, array_agg(e.key ORDER BY e.ord) AS keys
             FROM exact AS e
         ) AS c;
         EXIT WHEN v_exact OR v_cap >= _claim_keyed.allowed;
@@ -169,17 +167,17 @@ BEGIN
     END LOOP;
 
     -- Lock in claim order up to allowed; a job another transaction holds is skipped, and the
-    -- next in order takes its place. A job is locked only as it was chosen: a change
-    -- committed since (a dedupe_mode 'replace' enqueue: another key, priority or run_at)
-    -- could put it past its new key's room or before its time, so it is left for the next
-    -- claim (the lock re-checks these against the newest version).
+    -- next in order takes its place. A job is locked only if it is still of the key it was
+    -- chosen for, and due: a change committed since (a dedupe_mode 'replace' enqueue: another
+    -- key or run_at) could put it past its new key's room or before its time, so it is left
+    -- for the next claim (the lock re-checks these against the newest version).
     SELECT coalesce(array_agg(l.id ORDER BY l.ord), '{}') INTO v_ids
     FROM (
         SELECT j.id, u.ord
-        FROM unnest(v_ids, v_chosen_keys, v_chosen_priorities) WITH ORDINALITY AS u (id, key, priority, ord)
+        FROM unnest(v_ids, v_chosen_keys) WITH ORDINALITY AS u (id, key, ord)
         JOIN pgq._jobs AS j ON j.id = u.id
         WHERE j.status = 'queued' AND j.entrypoint = _claim_keyed.entrypoint
-          AND coalesce(j.concurrency_key, '') = u.key AND j.priority = u.priority AND j.run_at <= now()
+          AND coalesce(j.concurrency_key, '') = u.key AND j.run_at <= now()
         ORDER BY u.ord
         LIMIT _claim_keyed.allowed
         FOR UPDATE OF j SKIP LOCKED

@@ -5,7 +5,10 @@
 -- cannot exceed them: with a concurrency limit an entrypoint gets at most (limit - running)
 -- jobs; with a rate, at most the whole tokens of its bucket, which refills at `rate` per
 -- second up to max(1, rate/10) tokens (so no 1-second window sees more than about
--- 1.1 * rate starts). Entrypoints without limits take no lock beyond the claimed rows.
+-- 1.1 * rate starts). Entrypoints without limits take no lock beyond the claimed rows, so
+-- a limit (or a first keyed job) committed while such a claim runs may be exceeded by that
+-- claim's jobs, once: the claims after it count them. A claim that finds an entrypoint
+-- limited only after its check of the limits takes none of its jobs.
 -- Keys: an entrypoint that has jobs with a concurrency key (pgq.enqueue's concurrency_key)
 -- is claimed under the same lock, by a path of its own. Priority still comes first; within
 -- a priority the claim rotates among keys: each key's oldest due job comes before any key's
@@ -332,9 +335,10 @@ BEGIN
 
     GET DIAGNOSTICS v_claimed = ROW_COUNT;
     -- A claim that took jobs locks its worker's row until it commits, then checks again
-    -- that the worker is alive: a sweep that marks the worker dead, or its unregistration,
-    -- either waits for this claim and then sees (and gives back) what it claimed, or ended
-    -- the worker first, and this claim fails (PQ003) and takes nothing. A worker that is
+    -- that the worker is alive: its unregistration waits for this claim and then sees (and
+    -- gives back) what it claimed; a sweep leaves the worker alive until a sweep after this
+    -- claim; either may have ended the worker first, and then this claim fails (PQ003) and
+    -- takes nothing. A worker that is
     -- not alive can then hold no job that its release did not see (pgq._release_gone). A
     -- claim that took nothing writes nothing (no lock), so an idle worker's polls cost no
     -- WAL flush.

@@ -79,7 +79,11 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
-@pytest.mark.parametrize("others", [[], ["other"]], ids=["alone", "beside_a_limited_entrypoint"])
+@pytest.mark.parametrize(
+    "others",
+    [[], ["other"], ["keyed"]],
+    ids=["alone", "beside_a_limited_entrypoint", "beside_keyed_jobs"],  # the claim's 3 statements
+)
 def test_an_entrypoint_that_gained_a_limit_during_the_claim_gives_it_nothing(
     db: str, change: str, others: list[str]
 ) -> None:
@@ -87,14 +91,17 @@ def test_an_entrypoint_that_gained_a_limit_during_the_claim_gives_it_nothing(
     with psycopg.connect(db, autocommit=True) as admin:
         hook(admin, "pgq.claim(uuid, text[], integer)", "-- Three statements")
         admin.execute(before)
-        for ep in others:  # the claim's second statement, the one with limits
-            admin.execute("SELECT pgq.configure(%s, concurrency => 5)", (ep,))
+        if others == ["other"]:
+            admin.execute("SELECT pgq.configure('other', concurrency => 5)")
+        if others == ["keyed"]:
+            admin.execute("SELECT pgq.enqueue('keyed', '{}', concurrency_key => 'k')")
         admin.execute("SELECT count(*) FROM pgq.enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[3]))")
         worker = register(admin, "w", ["lim", *others])
         claim_while(admin, db, worker, ["lim", *others], 10, lambda c: c.execute(during))
         assert running(admin, "lim") == 0
         # The next claim sees the limit.
-        assert len(claim(admin, worker, ["lim", *others], 10)) == 1
+        claim(admin, worker, ["lim", *others], 10)
+        assert running(admin, "lim") == 1
 
 
 def test_the_first_keyed_jobs_during_a_claim_are_not_claimed_past_key_concurrency(db: str) -> None:
@@ -116,12 +123,14 @@ def test_the_first_keyed_jobs_during_a_claim_are_not_claimed_past_key_concurrenc
 # --- a keyed claim locks only the jobs it chose, as it chose them -----------------------------
 
 
-@pytest.mark.parametrize("due", [True, False], ids=["still_due", "moved_later"])
-def test_a_keyed_job_replaced_between_its_choice_and_its_lock_is_left(db: str, due: bool) -> None:
+@pytest.mark.parametrize(
+    ("key", "due"), [("b", True), ("b", False), ("a", False)], ids=["other_key", "other_key_later", "later"]
+)
+def test_a_keyed_job_replaced_between_its_choice_and_its_lock_is_left(db: str, key: str, due: bool) -> None:
     """pgq._claim_keyed chooses the jobs (room per key), then locks them. A dedupe_mode
     'replace' enqueue committed in between gave the chosen job another key (one already at
-    its key_concurrency) and a later run_at; the lock took it anyway: two running jobs of
-    key 'b' under a limit of 1, one of them claimed an hour early."""
+    its key_concurrency) or a later run_at; the lock took it anyway: two running jobs of
+    key 'b' under a limit of 1, or a job claimed an hour early."""
     with psycopg.connect(db, autocommit=True) as admin:
         hook(admin, "pgq._claim_keyed(text, integer, integer, text)", "-- Lock in claim order")
         admin.execute("SELECT pgq.configure('kk', key_concurrency => 1)")
@@ -133,10 +142,10 @@ def test_a_keyed_job_replaced_between_its_choice_and_its_lock_is_left(db: str, d
         ).fetchone()[0]
         run_at = "now()" if due else "now() + interval '1 hour'"
         replace = (
-            "SELECT pgq.enqueue('kk', '{\"v\": 2}', priority => 1, concurrency_key => 'b',"
+            "SELECT pgq.enqueue('kk', '{\"v\": 2}', priority => 1, concurrency_key => %s,"
             f" dedupe_key => 'dj', dedupe_mode => 'replace', run_at => {run_at})"
         )
-        assert claim_while(admin, db, worker, ["kk"], 1, lambda c: c.execute(replace)) == []
+        assert claim_while(admin, db, worker, ["kk"], 1, lambda c: c.execute(replace, (key,))) == []
         assert running(admin, "kk", "b") == 1
         assert admin.execute("SELECT status FROM pgq._jobs WHERE id = %s", (job,)).fetchone()[0] == "queued"
 

@@ -100,9 +100,10 @@ def test_a_payload_python_cannot_decode_fails_its_job_and_not_the_worker(dsn: st
 def test_settlements_waiting_for_row_locks_leave_the_heartbeat_a_connection(dsn: str, ledger: Path) -> None:
     """Four failures waited for rows another transaction held (an application's pgq.cancel
     left open) and took all four connections of the worker's pool: its heartbeats found
-    none, the sweep found it dead, and a healthy job was taken from it and run again."""
+    none, the sweep found it dead, and a healthy job was taken from it and run again. Nor
+    may the stuck failures hold up the completion of a healthy job."""
     execute(dsn, "SELECT pgq.configure('fail_after', lease => '2 seconds')")
-    healthy = _enqueue(dsn, "slow", ['{"sleep": 6}'])[0]
+    healthy = _enqueue(dsn, "slow", ['{"sleep": 3}'])[0]
     failing = _enqueue(dsn, "fail_after", ['{"sleep": 1}'] * 4)
     proc = WorkerProcess(dsn, ledger, APP_CONCURRENCY="10")
     stop = threading.Event()
@@ -118,9 +119,10 @@ def test_settlements_waiting_for_row_locks_leave_the_heartbeat_a_connection(dsn:
         with psycopg.connect(dsn) as holder:
             holder.execute("SELECT id FROM pgq._jobs WHERE id = ANY(%s) FOR UPDATE", (failing,))
             sweeper.start()
-            time.sleep(5)  # the failures wait; two leases and a half pass
+            # The failures wait; the healthy job ends meanwhile; two leases and a half pass.
+            time.sleep(5)
+            assert _statuses(dsn, [healthy])[healthy] == "succeeded", proc.log()
             assert scalar(dsn, "SELECT state FROM pgq.workers") == "alive", proc.log()
-        wait_until(lambda: _statuses(dsn, [healthy])[healthy] == "succeeded", 30, "the healthy job")
         deliveries = scalar(dsn, "SELECT deliveries FROM pgq.outcomes WHERE job_id = %s", (healthy,))
         assert deliveries == 1
     finally:
@@ -128,3 +130,25 @@ def test_settlements_waiting_for_row_locks_leave_the_heartbeat_a_connection(dsn:
         if sweeper.is_alive():
             sweeper.join()
         assert proc.terminate() == 0, proc.log()
+
+
+def test_a_completion_the_database_refuses_fails_only_that_job(dsn: str, monkeypatch) -> None:
+    """The last line of defence behind check_result: a batch whose completion PostgreSQL
+    refuses for one job's data is completed job by job, and that job fails (it is retried,
+    then dead) instead of being delivered again and again."""
+    import pgq
+    from pgq import worker as worker_module
+    from pgq.testing import drain
+
+    monkeypatch.setattr(worker_module, "check_result", lambda value: value)  # let NaN through
+    app = pgq.Worker(batch_size=10, concurrency=10)
+
+    @app.entrypoint("results")
+    async def results(job: pgq.Job) -> object:
+        return {"v": float("nan")} if job.payload["bad"] else {"v": 1}
+
+    ids = _enqueue(dsn, "results", ['{"bad": false}', '{"bad": true}', '{"bad": false}'])
+    drain(app, dsn=dsn, raise_errors=False, concurrency=10)
+    assert _statuses(dsn, ids) == {ids[0]: "succeeded", ids[1]: "dead", ids[2]: "succeeded"}
+    [error] = _last_errors(dsn, [ids[1]])
+    assert error.startswith("its result could not be stored:")
