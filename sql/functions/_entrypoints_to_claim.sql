@@ -3,9 +3,9 @@
 -- where the claim's scan of its queued jobs starts (pgq._raise_mark): the lesser of its
 -- mark and the lowest of its lows; the front without a mark (below any -priority; ids
 -- start at 1). limited: it has a concurrency limit, a rate or keyed jobs, so the claim
--- may take its jobs only under the lock on its settings row (pgq.claim's first step); one
--- that gained any of them after that step (resumed, configured, its first keyed job
--- committed) is not claimed by that call.
+-- may take its jobs only under the lock on its settings row (pgq.claim's first step): one
+-- that step did not lock (it was paused then, or had none of them yet) is not claimed by
+-- that call.
 -- Written to be inlined into pgq.claim's statements (LANGUAGE sql, STABLE, no SET clause,
 -- not STRICT): the planner then plans it as part of them, so each of their variants shares
 -- this text and none pays for a function call.
