@@ -338,10 +338,9 @@ BEGIN
     -- that the worker is alive: its unregistration waits for this claim and then sees (and
     -- gives back) what it claimed; a sweep leaves the worker alive until a sweep after this
     -- claim; either may have ended the worker first, and then this claim fails (PQ003) and
-    -- takes nothing. A worker that is
-    -- not alive can then hold no job that its release did not see (pgq._release_gone). A
-    -- claim that took nothing writes nothing (no lock), so an idle worker's polls cost no
-    -- WAL flush.
+    -- takes nothing. A worker that is not alive can then hold no job that its release did
+    -- not see (pgq._release_gone). A claim that took nothing writes nothing (no lock), so an
+    -- idle worker's polls cost no WAL flush.
     IF v_claimed > 0 THEN
         SELECT w.state INTO v_state FROM pgq._workers AS w WHERE w.id = claim.worker_id FOR SHARE;
         IF v_state IS DISTINCT FROM 'alive' THEN
