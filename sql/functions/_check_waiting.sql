@@ -43,11 +43,7 @@ BEGIN
         v_failed := format('dependency %s is dead', v_dead);
     ELSIF v_live IS NULL THEN
         FOR v_id IN SELECT DISTINCT u.id FROM unnest(new.depends_on) AS u (id) ORDER BY u.id LOOP
-            SELECT o.outcome INTO v_outcome
-            FROM pgq._outcomes AS o
-            WHERE o.job_id = v_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
-            ORDER BY o.finished_at DESC
-            LIMIT 1;
+            SELECT o.outcome INTO v_outcome FROM pgq._final_outcome(v_id) AS o;
             IF v_outcome IS DISTINCT FROM 'succeeded' THEN
                 v_failed := format('dependency %s ended %s', v_id, coalesce(v_outcome, 'unknown'));
                 EXIT;

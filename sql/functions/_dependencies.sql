@@ -33,11 +33,7 @@ BEGIN
         WHERE u.id <> ALL (coalesce(waits_for, '{}'))
         ORDER BY u.id
     LOOP
-        SELECT o.outcome INTO v_outcome
-        FROM pgq._outcomes AS o
-        WHERE o.job_id = v_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
-        ORDER BY o.finished_at DESC
-        LIMIT 1;
+        SELECT o.outcome INTO v_outcome FROM pgq._final_outcome(v_id) AS o;
         IF v_outcome IS NULL THEN
             PERFORM pgq._invalid('depends_on', format('job %s is unknown (or its outcome was pruned)', v_id),
                 'Pass ids returned by pgq.enqueue of jobs that are live or finished recently.');

@@ -77,11 +77,7 @@ BEGIN
             'error', v_job.last_error
         );
     ELSE
-        SELECT o.* INTO v_out
-        FROM pgq._outcomes AS o
-        WHERE o.job_id = job.job_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
-        ORDER BY o.finished_at DESC
-        LIMIT 1;
+        SELECT o.* INTO v_out FROM pgq._final_outcome(job.job_id) AS o;
         IF NOT FOUND THEN
             RETURN NULL;
         END IF;

@@ -23,13 +23,7 @@ BEGIN
     IF FOUND THEN
         RETURN v_status;
     END IF;
-    -- A terminal outcome: 'failed' and 'snoozed' rows record attempts, not fates (and a
-    -- cancel, stamped with its transaction's start, can log an earlier time than a snooze).
-    SELECT o.outcome INTO v_status
-    FROM pgq._outcomes AS o
-    WHERE o.job_id = job_status.job_id AND o.outcome IN ('succeeded', 'canceled', 'dead')
-    ORDER BY o.finished_at DESC
-    LIMIT 1;
+    SELECT o.outcome INTO v_status FROM pgq._final_outcome(job_status.job_id) AS o;
     RETURN v_status;
 END
 $$;
