@@ -48,21 +48,28 @@ def _settled_all(dsn: str, bad: list[int], good: list[int]) -> bool:
     return all(statuses[i] == "dead" for i in bad) and all(statuses[i] == "succeeded" for i in good)
 
 
+def _settle(dsn: str, ledger: Path, bad: list[int], good: list[int], **env: str) -> tuple[list[str], str]:
+    """Run a worker until the bad jobs are dead and the good ones succeeded; it must still be
+    running then and stop cleanly. Returns the bad jobs' last errors and the worker's log."""
+    proc = WorkerProcess(dsn, ledger, **env)
+    try:
+        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
+        assert proc.proc.poll() is None, proc.log()
+    finally:
+        assert proc.terminate() == 0, proc.log()
+    return _last_errors(dsn, bad), proc.log()
+
+
 def test_results_that_postgresql_refuses_fail_their_own_jobs_only(dsn: str, ledger: Path) -> None:
     """NaN, a NUL, a lone surrogate: json.dumps writes them, jsonb refuses them. The
     completion of the whole batch failed, and was retried for ever: every job after it ran
     but stayed running."""
     bad = _enqueue(dsn, "bad_result", [f'{{"kind": "{k}"}}' for k in KINDS])
     good = _enqueue(dsn, "noop", ["{}"] * 5)
-    proc = WorkerProcess(dsn, ledger)
-    try:
-        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
-        for error in _last_errors(dsn, bad):
-            assert "not JSON that PostgreSQL accepts" in error
-        assert proc.proc.poll() is None
-    finally:
-        assert proc.terminate() == 0, proc.log()
-    assert "complete failed" not in proc.log()
+    errors, log = _settle(dsn, ledger, bad, good)
+    for error in errors:
+        assert "not JSON that PostgreSQL accepts" in error
+    assert "complete failed" not in log
 
 
 def test_error_texts_that_postgresql_refuses_are_recorded(dsn: str, ledger: Path) -> None:
@@ -70,14 +77,9 @@ def test_error_texts_that_postgresql_refuses_are_recorded(dsn: str, ledger: Path
     recorded, and with two slots the worker, retrying it for ever, ran nothing else."""
     bad = _enqueue(dsn, "bad_error", ['{"kind": "nul"}', '{"kind": "surrogate"}'])
     good = _enqueue(dsn, "noop", ["{}"] * 3)
-    proc = WorkerProcess(dsn, ledger, APP_CONCURRENCY="2")
-    try:
-        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
-        nul, surrogate = _last_errors(dsn, bad)
-        assert "cannot open a\\x00b" in nul
-        assert "cannot open caf\\udce9.txt" in surrogate
-    finally:
-        assert proc.terminate() == 0, proc.log()
+    (nul, surrogate), _ = _settle(dsn, ledger, bad, good, APP_CONCURRENCY="2")
+    assert "cannot open a\\x00b" in nul
+    assert "cannot open caf\\udce9.txt" in surrogate
 
 
 def test_a_payload_python_cannot_decode_fails_its_job_and_not_the_worker(dsn: str, ledger: Path) -> None:
@@ -87,14 +89,9 @@ def test_a_payload_python_cannot_decode_fails_its_job_and_not_the_worker(dsn: st
     huge = "9" * 5000
     bad = _enqueue(dsn, "noop", [f'{{"n": {huge}}}', '{"a": ' * 3000 + "1" + "}" * 3000])
     good = _enqueue(dsn, "noop", ["{}"] * 3)
-    proc = WorkerProcess(dsn, ledger)
-    try:
-        wait_until(lambda: _settled_all(dsn, bad, good), 30, "the jobs to settle")
-        for error in _last_errors(dsn, bad):
-            assert "payload is JSON that Python cannot decode" in error
-        assert proc.proc.poll() is None
-    finally:
-        assert proc.terminate() == 0, proc.log()
+    errors, _ = _settle(dsn, ledger, bad, good)
+    for error in errors:
+        assert "payload is JSON that Python cannot decode" in error
 
 
 def test_settlements_waiting_for_row_locks_leave_the_heartbeat_a_connection(dsn: str, ledger: Path) -> None:
