@@ -233,3 +233,12 @@ CREATE TABLE pgq._maintenance (
     task text PRIMARY KEY,
     last_run timestamptz NOT NULL
 );
+
+-- The install's own settings, one row: the prefix of its roles (`pgq install --roles`;
+-- 'pgq_' gives pgq_owner, pgq_producer, pgq_worker, pgq_admin). Read by `pgq upgrade`,
+-- `pgq doctor` and `pgq uninstall` to find the roles of this database's queue.
+CREATE TABLE pgq._install (
+    id boolean PRIMARY KEY DEFAULT TRUE CONSTRAINT _install_one_row CHECK (id),
+    role_prefix text NOT NULL DEFAULT 'pgq_'
+);
+INSERT INTO pgq._install DEFAULT VALUES;
