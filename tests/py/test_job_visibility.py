@@ -6,6 +6,7 @@ Real login roles, real connections; the Client's result/wait path included."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -122,6 +123,13 @@ def test_client_wait_and_result_work_for_the_producer_only(dsn: str, logins: dic
         got: list[pgq.JobResult] = []
         waiter = threading.Thread(target=lambda: got.append(a.wait(job, timeout=60)))
         waiter.start()
+        # Settle only once the waiter's pgq.watch committed: its UPDATE holds the row for a
+        # moment, and a claim skips a locked row (SKIP LOCKED) and would find nothing.
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for _ in range(6000):
+                if c.execute("SELECT watched FROM pgq._jobs WHERE id = %s", (job,)).fetchone()[0]:
+                    break
+                time.sleep(0.01)
         settle(dsn, "vis_wait", {"done": True})
         waiter.join(timeout=90)
         assert got == [pgq.JobResult(job, "succeeded", {"done": True}, None)]
