@@ -17,6 +17,8 @@ from psycopg.conninfo import make_conninfo
 
 import pgq
 from conftest import admin_execute
+from pgq import migrate
+from test_upgrade import FIXTURES, restore
 
 # The calls that read a job, each answering NULL for a job the caller may not read.
 READS = {
@@ -209,3 +211,20 @@ def test_jobs_of_schedules_belong_to_the_role_that_runs_them(dsn: str, logins: d
     job = one(dsn, "SELECT id FROM pgq._jobs WHERE entrypoint = 'vis_sched'")
     assert one(logins["admin"], "SELECT pgq.job_status(%s)", job) == "queued"
     assert one(logins["producer_a"], "SELECT pgq.job_status(%s)", job) is None
+
+
+def test_jobs_queued_before_the_upgrade_are_the_admins(fresh_db: str, logins: dict[str, str]) -> None:
+    """The migration records no producer for the jobs already queued (not the role running
+    the upgrade): only pgq_admin reads them; jobs enqueued after it are their producer's."""
+    restore(fresh_db, FIXTURES / "pgq-0.1.0.sql")
+    as_a = make_conninfo(fresh_db, user=logins["producer_a_name"])
+    as_admin = make_conninfo(fresh_db, user=logins["admin_name"])
+    before = one(as_a, "SELECT pgq.enqueue('vis_upgrade')")
+    migrate.upgrade(fresh_db, cron=False)
+    assert one(fresh_db, "SELECT enqueued_by IS NULL FROM pgq._jobs WHERE id = %s", before) is True
+    assert one(as_a, "SELECT pgq.job_status(%s)", before) is None
+    assert one(as_admin, "SELECT pgq.job_status(%s)", before) == "queued"
+    after = one(as_a, "SELECT pgq.enqueue('vis_upgrade')")
+    recorded = one(fresh_db, "SELECT enqueued_by FROM pgq._jobs WHERE id = %s", after)
+    assert recorded == logins["producer_a_name"]
+    assert one(as_a, "SELECT pgq.job_status(%s)", after) == "queued"
