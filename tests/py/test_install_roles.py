@@ -128,6 +128,11 @@ def test_each_install_is_owned_and_granted_by_its_own_roles(installs: tuple[Inst
             }
             assert grantees == {inst.prefix + k for k in ("owner", "producer", "worker", "admin")}
             assert doctor.check_roles_and_grants(c, doctor.Limits()) == []
+        # A role that may not read pgq._install (an admin login) finds the prefix too.
+        with psycopg.connect(inst.as_login("admin"), autocommit=True) as c:
+            assert c.execute("SELECT has_table_privilege('pgq._install', 'SELECT')").fetchone()[0] is False
+            assert pgroles.installed_prefix(c) == inst.prefix
+            assert doctor.check_roles_and_grants(c, doctor.Limits()) == []
 
 
 def test_an_installer_is_a_member_of_its_own_roles_only(installs: tuple[Install, Install]) -> None:
