@@ -129,4 +129,4 @@ END
 $$;
 
 COMMENT ON FUNCTION pgq.job(bigint) IS
-'One job''s whole story as jsonb: status, payload, attempts with their errors, result, timings, dependencies; NULL if unknown.';
+'One job''s whole story as jsonb: status, payload, attempts with their errors, result, timings, dependencies; NULL if unknown or not the caller''s to read (its producer, its worker, admins).';

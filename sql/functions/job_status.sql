@@ -34,4 +34,4 @@ END
 $$;
 
 COMMENT ON FUNCTION pgq.job_status(bigint) IS
-'Status of a job, live or finished: queued, waiting, running, dead, succeeded, canceled; NULL if unknown.';
+'Status of a job, live or finished: queued, waiting, running, dead, succeeded, canceled; NULL if unknown or not the caller''s to read (its producer, its worker, admins).';
