@@ -16,8 +16,9 @@ from datetime import timedelta
 import psycopg
 
 from . import cron as pgcron
+from . import roles as pgroles
 from ._version import __version__
-from .migrate import ROLES, installed_version
+from .migrate import installed_version
 from .resources import code_files, migrations
 
 
@@ -111,7 +112,12 @@ def check_stale_objects(conn: psycopg.Connection, limits: Limits) -> Found:
 
 def check_roles_and_grants(conn: psycopg.Connection, limits: Limits) -> Found:
     found: Found = []
-    missing = [r for r in ROLES if not _one(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", (r,))]
+    # The install's own roles (pgq install --roles), else the default ones.
+    prefix = pgroles.installed_prefix(conn) or pgroles.DEFAULT_PREFIX
+    owner = pgroles.name("owner", prefix)
+    missing = [
+        r for r in pgroles.names(prefix) if not _one(conn, "SELECT 1 FROM pg_roles WHERE rolname = %s", (r,))
+    ]
     if missing:
         found.append((f"roles missing: {', '.join(missing)} (e.g. after a restore)", "run `pgq install`"))
     public = [
@@ -138,14 +144,15 @@ def check_roles_and_grants(conn: psycopg.Connection, limits: Limits) -> Found:
             r[0]
             for r in conn.execute(
                 "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'pgq'::regnamespace"
-                "   AND p.proowner <> 'pgq_owner'::regrole"
+                "   AND p.proowner <> %(owner)s::regrole"
                 " UNION ALL SELECT c.oid::regclass::text FROM pg_class c"
                 "   WHERE c.relnamespace = 'pgq'::regnamespace"
-                "   AND c.relkind IN ('r', 'p', 'v') AND c.relowner <> 'pgq_owner'::regrole"
+                "   AND c.relkind IN ('r', 'p', 'v') AND c.relowner <> %(owner)s::regrole",
+                {"owner": owner},
             )
         ]
         if foreign:
-            found.append((f"not owned by pgq_owner: {', '.join(sorted(foreign))}", "run `pgq install`"))
+            found.append((f"not owned by {owner}: {', '.join(sorted(foreign))}", "run `pgq install`"))
     return found
 
 

@@ -12,6 +12,9 @@ An install or upgrade is one transaction: the pending migrations and the code co
 together or not at all. The rights it needs are checked before anything changes. Every
 entry point holds a session advisory lock, so concurrent installs do not interleave. The
 pg_cron sweeps (pgq.cron) are scheduled after the commit; they are idempotent.
+
+An install has roles of its own when asked (`roles=`, a prefix: pgq.roles says how); the
+prefix is recorded in the database at the first install and every later run uses it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from contextlib import contextmanager
 import psycopg
 
 from . import cron as pgcron
+from . import roles as pgroles
 from ._version import __version__
 from .cron import CRON_JOBS, CRON_LOG_JOB
 from .cron import job_name as _job_name
@@ -36,7 +40,8 @@ log = logging.getLogger("pgq.migrate")
 # 'pgq' in ASCII, then 0 for schema changes (the sweep uses 1).
 _LOCK = (7366513, 0)
 _MARK = "pgq-sql job queue"
-ROLES = ("pgq_owner", "pgq_producer", "pgq_worker", "pgq_admin")
+# The roles of an install with the default prefix (pgq.roles.names(prefix) for another).
+ROLES = pgroles.names()
 
 
 @contextmanager
@@ -72,15 +77,17 @@ def installed_version(conn: psycopg.Connection) -> int | None:
     return version or 0
 
 
-def check_privileges(conn: psycopg.Connection, installed: bool) -> None:
-    """Raise SchemaError, before anything changes, when this role cannot install/upgrade."""
+def check_privileges(conn: psycopg.Connection, installed: bool, prefix: str = pgroles.DEFAULT_PREFIX) -> None:
+    """Raise SchemaError, before anything changes, when this role cannot install/upgrade
+    with the roles of `prefix`."""
+    owner, admin = pgroles.name("owner", prefix), pgroles.name("admin", prefix)
     superuser, createrole, create_db, missing, owner_ok = conn.execute(
         "SELECT r.rolsuper, r.rolcreaterole, has_database_privilege(current_database(), 'CREATE'),"
         " ARRAY(SELECT n FROM unnest(%s::text[]) AS n WHERE n NOT IN (SELECT rolname FROM pg_roles)),"
         " (SELECT bool_and(pg_has_role(current_user, n.nspowner, 'USAGE'))"
         "    FROM pg_namespace n WHERE n.nspname = 'pgq')"
         " FROM pg_roles r WHERE r.rolname = current_user",
-        (list(ROLES),),
+        (list(pgroles.names(prefix)),),
     ).fetchone()
     if superuser:
         return
@@ -90,7 +97,7 @@ def check_privileges(conn: psycopg.Connection, installed: bool) -> None:
     elif not createrole:
         lacking = [
             r
-            for r in ("pgq_owner", "pgq_admin")
+            for r in (owner, admin)
             if r not in missing
             and not conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", (r,)).fetchone()[0]
         ]
@@ -106,54 +113,79 @@ def check_privileges(conn: psycopg.Connection, installed: bool) -> None:
         )
 
 
-def _apply_code(conn: psycopg.Connection) -> None:
+def _apply_code(conn: psycopg.Connection, prefix: str = pgroles.DEFAULT_PREFIX) -> None:
     for path in code_files():
-        conn.execute(path.read_text().replace("@PGQ_VERSION@", __version__))
+        conn.execute(pgroles.render(path.read_text().replace("@PGQ_VERSION@", __version__), prefix))
+
+
+def _role_prefix(conn: psycopg.Connection, installed: bool, roles: str | None) -> str:
+    """The prefix of the install's roles: recorded by an existing install (which `roles`
+    may repeat but not change), else `roles`, else the default."""
+    if roles is not None:
+        pgroles.check_prefix(roles)
+    if not installed:
+        return roles or pgroles.DEFAULT_PREFIX
+    recorded = pgroles.installed_prefix(conn) or pgroles.DEFAULT_PREFIX
+    if roles is not None and roles != recorded:
+        raise SchemaError(
+            f"pgq in this database was installed with the roles {', '.join(pgroles.names(recorded))}"
+            f" (prefix {recorded!r}); --roles {roles} cannot change them; nothing was changed."
+            f" Run it again with --roles {recorded}, or without --roles"
+        )
+    return recorded
 
 
 def _prepare(
-    conn: psycopg.Connection, dsn: str, want_cron: bool
-) -> tuple[int | None, pgcron.CronPlan | None]:
-    """Everything read before a change: the installed version, the rights, pg_cron."""
+    conn: psycopg.Connection, dsn: str, want_cron: bool, roles: str | None = None
+) -> tuple[int | None, pgcron.CronPlan | None, str]:
+    """Everything read before a change: the installed version, the roles, the rights, pg_cron."""
     version = installed_version(conn)
     if version is not None:
         _check_not_newer(version)
-    check_privileges(conn, installed=version is not None)
-    return version, pgcron.inspect(conn, dsn) if want_cron else None
+    prefix = _role_prefix(conn, version is not None, roles)
+    check_privileges(conn, installed=version is not None, prefix=prefix)
+    return version, pgcron.inspect(conn, dsn) if want_cron else None, prefix
 
 
-def install(dsn: str, *, cron: bool = True) -> list[str]:
+def install(dsn: str, *, cron: bool = True, roles: str | None = None) -> list[str]:
     """Install pgq, or bring an existing install up to date. Idempotent.
 
+    roles: the prefix of the install's own roles (e.g. "app1_" for app1_owner,
+    app1_producer, app1_worker, app1_admin); default pgq_, the roles every default install
+    of the cluster shares. An existing install keeps the prefix it was installed with.
     Returns what was done, one line per action, for the CLI to print.
     """
     done: list[str] = []
     with _locked(dsn) as conn:
-        version, plan = _prepare(conn, dsn, cron)
+        version, plan, prefix = _prepare(conn, dsn, cron, roles)
         if version is None:
             with conn.transaction():
                 for path in schema_files():
                     conn.execute(path.read_text())
+                conn.execute("UPDATE pgq._install SET role_prefix = %s", (prefix,))
                 for mig in migrations():
                     _record(conn, mig)
-                _apply_code(conn)
+                _apply_code(conn, prefix)
             done.append(f"installed pgq schema version {migrations()[-1].version} (pgq {__version__})")
+            if prefix != pgroles.DEFAULT_PREFIX:
+                done.append(f"roles of this install: {', '.join(pgroles.names(prefix))}")
         else:
-            done += _upgrade(conn, version)
+            done += _upgrade(conn, version, prefix)
         if plan is not None:
             done += _schedule(conn, dsn, plan)
     return done
 
 
-def upgrade(dsn: str, *, cron: bool = True) -> list[str]:
-    """Apply pending migrations and the current code in one transaction; ensure the sweeps."""
+def upgrade(dsn: str, *, cron: bool = True, roles: str | None = None) -> list[str]:
+    """Apply pending migrations and the current code in one transaction; ensure the sweeps.
+    The install's roles are the ones it recorded (roles, if given, must name the same)."""
     with _locked(dsn) as conn:
         version = installed_version(conn)
         if version is None:
             raise SchemaError("pgq is not installed in this database; run `pgq install` first")
-        version, plan = _prepare(conn, dsn, cron)
+        version, plan, prefix = _prepare(conn, dsn, cron, roles)
         assert version is not None
-        done = _upgrade(conn, version)
+        done = _upgrade(conn, version, prefix)
         if plan is not None:
             done += _schedule(conn, dsn, plan)
         return done
@@ -173,7 +205,7 @@ def _check_not_newer(version: int) -> None:
         )
 
 
-def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
+def _upgrade(conn: psycopg.Connection, version: int, prefix: str = pgroles.DEFAULT_PREFIX) -> list[str]:
     _check_not_newer(version)
     known = migrations()
     pending = [mig for mig in known if mig.version > version]
@@ -182,9 +214,9 @@ def _upgrade(conn: psycopg.Connection, version: int) -> list[str]:
     # ever sees a schema without the functions that go with it.
     with conn.transaction():
         for mig in pending:
-            _apply_migration(conn, mig)
+            _apply_migration(conn, mig, prefix)
             done.append(f"applied migration {mig.path.name}")
-        _apply_code(conn)
+        _apply_code(conn, prefix)
     latest = known[-1].version if known else 0
     done.append(f"pgq schema is at version {latest} (pgq {__version__})")
     return done
@@ -194,8 +226,8 @@ def _record(conn: psycopg.Connection, mig: Migration) -> None:
     conn.execute("INSERT INTO pgq._migrations (version, name) VALUES (%s, %s)", (mig.version, mig.name))
 
 
-def _apply_migration(conn: psycopg.Connection, mig: Migration) -> None:
-    conn.execute(mig.sql)
+def _apply_migration(conn: psycopg.Connection, mig: Migration, prefix: str = pgroles.DEFAULT_PREFIX) -> None:
+    conn.execute(pgroles.render(mig.sql, prefix))
     _record(conn, mig)
 
 
@@ -258,6 +290,7 @@ def uninstall(dsn: str, *, cascade: bool = False) -> list[str]:
     with _locked(dsn) as conn:
         if installed_version(conn) is None:
             return ["pgq is not installed; nothing to do"]
+        kept = pgroles.names(pgroles.installed_prefix(conn) or pgroles.DEFAULT_PREFIX)
         found = dependents(conn)
         if found and not cascade:
             raise SchemaError(
@@ -269,5 +302,5 @@ def uninstall(dsn: str, *, cascade: bool = False) -> list[str]:
             conn.execute("DROP SCHEMA pgq CASCADE")
         done += pgcron.unschedule(conn, dsn)
         done += [f"dropped {obj}" for obj in found]
-        done.append(f"dropped schema pgq (roles {', '.join(ROLES)} are kept: other databases may use them)")
+        done.append(f"dropped schema pgq (roles {', '.join(kept)} are kept: other databases may use them)")
     return done

@@ -63,10 +63,10 @@ BEGIN
     )
     INSERT INTO pgq._outcomes (
         job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error, payload, headers, depends_on,
-        concurrency_key
+        concurrency_key, enqueued_by
     )
     SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at, v_failed,
-           c.payload, c.headers, c.depends_on, c.concurrency_key
+           c.payload, c.headers, c.depends_on, c.concurrency_key, c.enqueued_by
     FROM canceled AS c;
     PERFORM pgq._cancel_dependents(ARRAY[new.id], format('dependency %s was canceled', new.id));
     RETURN NULL;

@@ -43,11 +43,11 @@ BEGIN
         DELETE FROM pgq._jobs AS j WHERE j.id = v_job.id;
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
-            worker_id, error, payload, headers, depends_on, concurrency_key
+            worker_id, error, payload, headers, depends_on, concurrency_key, enqueued_by
         )
         VALUES (v_job.id, v_job.entrypoint, 'canceled', v_job.priority, v_job.attempt + 1, v_job.deliveries,
                 v_job.enqueued_at, v_job.started_at, v_now, v_job.worker_id, v_error,
-                v_job.payload, v_job.headers, v_job.depends_on, v_job.concurrency_key);
+                v_job.payload, v_job.headers, v_job.depends_on, v_job.concurrency_key, v_job.enqueued_by);
         PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s was canceled', v_job.id));
         IF v_limited THEN
             PERFORM pg_notify('pgq', v_job.entrypoint);

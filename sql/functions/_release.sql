@@ -45,11 +45,11 @@ BEGIN
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
-            worker_id, error, payload, headers, depends_on, concurrency_key
+            worker_id, error, payload, headers, depends_on, concurrency_key, enqueued_by
         )
         SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
                c.started_at, v_now, c.worker_id, 'canceled while its worker was lost',
-               c.payload, c.headers, c.depends_on, c.concurrency_key
+               c.payload, c.headers, c.depends_on, c.concurrency_key, c.enqueued_by
         FROM canceled AS c
     )
     SELECT array_agg(c.id) INTO v_canceled FROM canceled AS c;

@@ -37,12 +37,12 @@ BEGIN
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error,
-            payload, headers, depends_on, concurrency_key
+            payload, headers, depends_on, concurrency_key, enqueued_by
         )
         SELECT c.id, c.entrypoint, CASE WHEN c.status = 'dead' THEN 'dead' ELSE 'canceled' END,
                c.priority, c.attempt, c.deliveries, c.enqueued_at,
                CASE WHEN c.status = 'dead' THEN c.last_error ELSE 'canceled by pgq.cancel' END,
-               c.payload, c.headers, c.depends_on, c.concurrency_key
+               c.payload, c.headers, c.depends_on, c.concurrency_key, c.enqueued_by
         FROM canceled AS c
     )
     SELECT count(*), array_agg(c.id) INTO v_canceled, v_parents

@@ -90,16 +90,17 @@ BEGIN
           AND (complete.deliveries IS NULL
                OR (j.id, j.deliveries) IN (SELECT p.id, p.d FROM unnest(job_ids, complete.deliveries) AS p (id, d)))
         RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at, j.started_at,
-                  j.payload, j.headers, j.depends_on, j.dedupe_key, j.concurrency_key
+                  j.payload, j.headers, j.depends_on, j.dedupe_key, j.concurrency_key, j.enqueued_by
     ),
     logged AS (
         INSERT INTO pgq._outcomes (
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at,
-            finished_at, worker_id, result, payload, headers, depends_on, dedupe_key, concurrency_key
+            finished_at, worker_id, result, payload, headers, depends_on, dedupe_key, concurrency_key,
+            enqueued_by
         )
         SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
                d.started_at, v_now, complete.worker_id,
-               r.result, d.payload, d.headers, d.depends_on, d.dedupe_key, d.concurrency_key
+               r.result, d.payload, d.headers, d.depends_on, d.dedupe_key, d.concurrency_key, d.enqueued_by
         FROM done AS d
         LEFT JOIN (
             SELECT DISTINCT ON (p.id, p.d) p.id, p.d, p.result

@@ -94,11 +94,11 @@ BEGIN
             v_id := nextval(pg_get_serial_sequence('pgq._jobs', 'id'));
             INSERT INTO pgq._outcomes (
                 job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, error,
-                payload, headers, depends_on, concurrency_key
+                payload, headers, depends_on, concurrency_key, enqueued_by
             )
             VALUES (v_id, enqueue_job.entrypoint, 'canceled', coalesce(enqueue_job.priority, 0), 0, 0, now(),
                     v_failed, enqueue_job.payload, enqueue_job.headers, enqueue_job.depends_on,
-                    enqueue_job.concurrency_key);
+                    enqueue_job.concurrency_key, session_user);
             id := v_id;
             created := TRUE;
             RETURN;

@@ -10,8 +10,10 @@
 --     finished_at, worker_id, error (in full)},
 --   depends_on: the jobs it waits or waited for: [{id, status}],
 --   dependents: the jobs waiting for it now: [{id, status}].
--- Returns NULL for an unknown id (or one pruned from the outcome log). Raises PQ001 for a
--- NULL id.
+-- Returns NULL for an unknown id (or one pruned from the outcome log), and for a job the
+-- caller may not read (pgq._may_read: its producer, the worker holding it, pgq_admin);
+-- dependencies and dependents it may not read show no status / are left out.
+-- Raises PQ001 for a NULL id.
 CREATE OR REPLACE FUNCTION pgq.job(job_id bigint)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -48,6 +50,9 @@ BEGIN
 
     SELECT j.* INTO v_job FROM pgq._jobs AS j WHERE j.id = job.job_id;
     IF FOUND THEN
+        IF NOT pgq._may_read(v_job.enqueued_by, v_job.worker_id) THEN
+            RETURN NULL;
+        END IF;
         v_depends_on := v_job.depends_on;
         v_doc := jsonb_build_object(
             'id', v_job.id,
@@ -78,7 +83,7 @@ BEGIN
         );
     ELSE
         SELECT o.* INTO v_out FROM pgq._final_outcome(job.job_id) AS o;
-        IF NOT FOUND THEN
+        IF NOT FOUND OR NOT pgq._may_read(v_out.enqueued_by, NULL) THEN
             RETURN NULL;
         END IF;
         v_depends_on := v_out.depends_on;
@@ -117,10 +122,11 @@ BEGIN
             SELECT coalesce(jsonb_agg(jsonb_build_object('id', w.id, 'status', w.status) ORDER BY w.id), '[]'::jsonb)
             FROM pgq._jobs AS w
             WHERE w.status = 'waiting' AND w.depends_on @> ARRAY[job.job_id]
+              AND pgq._may_read(w.enqueued_by, w.worker_id)
         )
     );
 END
 $$;
 
 COMMENT ON FUNCTION pgq.job(bigint) IS
-'One job''s whole story as jsonb: status, payload, attempts with their errors, result, timings, dependencies; NULL if unknown.';
+'One job''s whole story as jsonb: status, payload, attempts with their errors, result, timings, dependencies; NULL if unknown or not the caller''s to read (its producer, its worker, admins).';

@@ -1,7 +1,8 @@
 -- pgq.watch(job_id): ask to be told when a job finishes. After `LISTEN pgq_finished`, a
 -- notification with the job's id as payload arrives when the job succeeds, is canceled or
 -- discarded, or goes dead. Returns the job's status now (as pgq.job_status: a finished
--- status means no notification will come), NULL for an unknown id. Call it after LISTEN,
+-- status means no notification will come), NULL for an unknown id or one the caller may
+-- not read (pgq._may_read; such a job is not marked watched). Call it after LISTEN,
 -- so that no end falls between the two. Jobs nobody watches cost nothing extra.
 -- Raises PQ001 for a NULL id.
 CREATE OR REPLACE FUNCTION pgq.watch(job_id bigint)
@@ -20,7 +21,8 @@ BEGIN
     IF job_id IS NULL THEN
         PERFORM pgq._invalid('job_id', 'must not be NULL', 'Pass a job id returned by pgq.enqueue.');
     END IF;
-    UPDATE pgq._jobs AS j SET watched = TRUE WHERE j.id = watch.job_id AND NOT j.watched;
+    UPDATE pgq._jobs AS j SET watched = TRUE
+    WHERE j.id = watch.job_id AND NOT j.watched AND pgq._may_read(j.enqueued_by, j.worker_id);
     RETURN pgq.job_status(watch.job_id);
 END
 $$;

@@ -73,6 +73,9 @@ CREATE TABLE pgq._jobs (
     concurrency_key text,
     -- How often pgq.snooze put it back.
     snoozes integer NOT NULL DEFAULT 0,
+    -- The login role (session_user) that enqueued it: only that role, the worker that
+    -- holds it and pgq_admin may read it (pgq._may_read). NULL for jobs enqueued before 0.3.
+    enqueued_by text DEFAULT session_user,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
@@ -172,6 +175,8 @@ CREATE TABLE pgq._outcomes (
     dedupe_key text,
     -- The job's concurrency key (pgq.job and pgq.outcomes show it once the job finished).
     concurrency_key text,
+    -- The job's enqueued_by, on the rows that end it (who may read it once it finished).
+    enqueued_by text,
     CONSTRAINT _outcomes_outcome_check CHECK (outcome IN ('succeeded', 'failed', 'dead', 'canceled', 'snoozed'))
 ) PARTITION BY RANGE (finished_at);
 
@@ -228,3 +233,12 @@ CREATE TABLE pgq._maintenance (
     task text PRIMARY KEY,
     last_run timestamptz NOT NULL
 );
+
+-- The install's own settings, one row: the prefix of its roles (`pgq install --roles`;
+-- 'pgq_' gives pgq_owner, pgq_producer, pgq_worker, pgq_admin). Read by `pgq upgrade`,
+-- `pgq doctor` and `pgq uninstall` to find the roles of this database's queue.
+CREATE TABLE pgq._install (
+    id boolean PRIMARY KEY DEFAULT TRUE CONSTRAINT _install_one_row CHECK (id),
+    role_prefix text NOT NULL DEFAULT 'pgq_'
+);
+INSERT INTO pgq._install DEFAULT VALUES;

@@ -12,15 +12,22 @@ from ..doctor import Limits, diagnose
 from ..dsn import resolve_dsn
 from .output import dsn_option, handle_errors
 
+_ROLES_HELP = (
+    "Prefix of this install's own roles: --roles app1_ makes app1_owner, app1_producer,"
+    " app1_worker, app1_admin (default pgq_, shared by every default install in the cluster)."
+    " Recorded in the database; later runs use it."
+)
+
 
 @click.command()
 @dsn_option
 @click.option("--no-cron", is_flag=True, help="Do not schedule the sweeps with pg_cron.")
+@click.option("--roles", "roles", metavar="PREFIX", default=None, help=_ROLES_HELP)
 @handle_errors
-def install(dsn: str | None, no_cron: bool) -> None:
+def install(dsn: str | None, no_cron: bool, roles: str | None) -> None:
     """Install pgq into a database (idempotent; upgrades an older install, repairs roles,
     grants and sweeps after a restore)."""
-    for line in migrate.install(resolve_dsn(dsn), cron=not no_cron):
+    for line in migrate.install(resolve_dsn(dsn), cron=not no_cron, roles=roles):
         click.echo(line)
     if no_cron:
         click.echo(
@@ -32,11 +39,19 @@ def install(dsn: str | None, no_cron: bool) -> None:
 @click.command()
 @dsn_option
 @click.option("--no-cron", is_flag=True, help="Do not (re)schedule the sweeps with pg_cron.")
+@click.option(
+    "--roles",
+    "roles",
+    metavar="PREFIX",
+    default=None,
+    help="The install's role prefix, if given: must be the recorded one.",
+)
 @handle_errors
-def upgrade(dsn: str | None, no_cron: bool) -> None:
+def upgrade(dsn: str | None, no_cron: bool, roles: str | None) -> None:
     """Bring pgq to this version in one transaction: migrations, functions, grants; then
-    make sure the pg_cron sweeps are scheduled."""
-    for line in migrate.upgrade(resolve_dsn(dsn), cron=not no_cron):
+    make sure the pg_cron sweeps are scheduled. The install's roles are the ones recorded
+    at its install."""
+    for line in migrate.upgrade(resolve_dsn(dsn), cron=not no_cron, roles=roles):
         click.echo(line)
 
 
