@@ -10,10 +10,12 @@ or the poll, unless NOTIFYs do not arrive or an entrypoint has a concurrency lim
 three supervised background tasks: the completer (completes finished jobs in batches:
 what finishes during one round trip goes in the next), the heartbeat (extends the
 leases, tells the database which jobs this worker runs after a failure and every two
-leases or minute, learns of cancellations, and sweeps now and then) and the listener (a
-dedicated autocommit connection on LISTEN). `def` handlers run in a thread pool, `async
-def` handlers on the loop. Every settle names the delivery it settles, so a late call of
-an earlier run of the same job changes nothing.
+leases or minute, learns of cancellations, and sweeps now and then; on a connection of its
+own, with a deadline: pgq.worker_lease) and the listener (a dedicated autocommit
+connection on LISTEN). Every statement can be abandoned without waiting (pgq._deadline):
+from SIGTERM to exit takes the grace period and about 3 s more, whatever the database does.
+`def` handlers run in a thread pool, `async def` handlers on the loop. Every settle names
+the delivery it settles, so a late call of an earlier run of the same job changes nothing.
 """
 
 from __future__ import annotations
@@ -409,12 +411,11 @@ class Worker:
         *,
         wait: float | None = None,
         tuples: bool = False,
-        deadline: float | None = None,
     ) -> list[Any]:
-        """One statement on a pooled connection; `wait` bounds the wait for a connection,
-        `deadline` the whole call. Rows are dicts, or plain tuples in binary format (cheaper:
-        claims) when `tuples`. Past the deadline, or when the caller is cancelled (shutdown),
-        the statement is abandoned at once (pgq._deadline), not waited for."""
+        """One statement on a pooled connection; `wait` bounds the wait for a connection.
+        Rows are dicts, or plain tuples in binary format (cheaper: claims) when `tuples`.
+        When the caller is cancelled (shutdown), the statement is abandoned at once
+        (pgq._deadline), not waited for as psycopg would (up to 10 s more)."""
 
         async def work(call: Call) -> list[Any]:
             async with self._pool.connection(timeout=wait) as conn:
@@ -427,7 +428,7 @@ class Worker:
                     call.conn = None
 
         try:
-            return await bounded(work, deadline, query.split("(", 1)[0])
+            return await bounded(work, None, query.split("(", 1)[0])
         except psycopg.Error as exc:
             if isinstance(exc, _TRANSIENT):
                 self._reconcile = True  # a failover may have lost what we committed
@@ -898,11 +899,13 @@ class Worker:
                     log.warning("heartbeat failed (%s)", str(exc).strip())
                     continue
                 except (WorkerGone, UnknownWorker) as exc:
+                    failures = 0
                     if not self._stopping.is_set():
                         with contextlib.suppress(_Stopping):
                             await self._reregister(exc, worker_id)
                     continue
                 except (PgqError, psycopg.Error) as exc:
+                    failures = 0  # not the connection: the next beat at its time
                     log.error("heartbeat failed: %s", exc)
                     continue
                 failures = 0
@@ -1037,6 +1040,7 @@ class Worker:
         says which jobs were left and what becomes of them."""
         stop_at = self._stop_at if self._stop_at is not None else time.monotonic()
         grace_end = stop_at + self.grace_period
+        end = grace_end + _SHUTDOWN_MARGIN
         tasks = [run.task for run in self._running.values() if run.task is not None]
         if tasks:
             log.info("waiting up to %.0f s for %d running jobs", self.grace_period, len(tasks))
@@ -1049,7 +1053,8 @@ class Worker:
             await asyncio.wait([run.task for run in leftover if run.task], timeout=0.5)
         # The last completions: through the completer's batch in flight, if any.
         flush = asyncio.create_task(self._complete_pending())
-        done, _ = await asyncio.wait({flush}, timeout=max(grace_end - time.monotonic(), _FINAL_FLUSH))
+        flush_end = max(grace_end, min(time.monotonic() + _FINAL_FLUSH, end - _UNREGISTER))
+        done, _ = await asyncio.wait({flush}, timeout=max(flush_end - time.monotonic(), 0.1))
         if not done:
             self._abandon = True  # settlements retrying give up
             for task in (flush, *background):
@@ -1079,7 +1084,7 @@ class Worker:
         try:
             rows = await self._lease_conn.execute(
                 [("SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released", (self.worker_id,))],
-                _UNREGISTER,
+                min(max(end - time.monotonic(), 0.25), _UNREGISTER),
                 "unregister",
             )
             released = rows[0][0]["released"] if rows and rows[0] else 0
