@@ -299,3 +299,47 @@ def test_a_partition_of_half_the_lease_with_a_claim_in_flight_keeps_the_lease(
         finally:
             if worker.proc.poll() is None:
                 worker.kill()
+
+
+def test_a_claim_blocked_in_the_database_does_not_hold_up_the_heartbeat(dsn: str, ledger: Path) -> None:
+    """A claim of a limited entrypoint locks its settings row: another transaction holding
+    that row (an administrator's pgq.configure left open) blocks the claim for as long as
+    it is held. The heartbeat must go on meanwhile: the worker's running job keeps its
+    lease through two leases of a blocked claim."""
+    lease = 4.0
+    scalar(
+        dsn,
+        "SELECT pgq.configure('slow_first', lease => make_interval(secs => %s), concurrency => 5)",
+        (lease,),
+    )
+    [job] = enqueue(dsn, '{"sleep": 120}')
+    worker = WorkerProcess(dsn, ledger, APP_GRACE="1", APP_POLL="0.1")
+    try:
+        wait_until(lambda: starts(ledger), 30, "the job to start")
+        wid = scalar(dsn, "SELECT worker_id::text FROM pgq._jobs WHERE id = %s", (job,))
+        with psycopg.connect(dsn) as holder, psycopg.connect(dsn, autocommit=True) as sweeper:
+            holder.execute("SELECT 1 FROM pgq._queues WHERE entrypoint = 'slow_first' FOR UPDATE")
+            blocked = wait_until(
+                lambda: sweeper.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE %s AND datname = current_database()",
+                    ("%pgq.claim%",),
+                ).fetchone()[0],
+                10,
+                "a claim to wait for the lock",
+            )
+            assert blocked
+            until = time.monotonic() + 2 * lease
+            while time.monotonic() < until:
+                sweeper.execute("SELECT pgq.reap()")  # another worker's sweep
+                time.sleep(0.2)
+            holder.rollback()
+        status, deliveries, held_by = execute(
+            dsn, "SELECT status, deliveries, worker_id::text FROM pgq.jobs WHERE id = %s", (job,)
+        )[0]
+        assert (status, deliveries, held_by) == ("running", 1, wid), worker.log()
+        assert starts(ledger) == [(job, 1)], "not re-delivered"
+        assert worker.terminate(timeout=30) == 0
+    finally:
+        if worker.proc.poll() is None:
+            worker.kill()
