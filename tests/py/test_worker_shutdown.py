@@ -37,6 +37,10 @@ GRACE = 2.0
 # lasts longer than it, so a worker that waits for the block to end fails.
 BOUND = GRACE + 10
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+# Network namespaces and veth pairs need root and iproute2.
+NETNS = pytest.mark.skipif(
+    shutil.which("ip") is None or os.geteuid() != 0, reason="network namespaces need root and iproute2"
+)
 
 
 @pytest.fixture
@@ -213,6 +217,7 @@ def test_sigterm_while_pgbouncer_is_paused(dsn: str, ledger: Path, spawn, bounce
     check_abandoned_and_rerun(dsn, ledger, spawn, worker.log(), finished, long)
 
 
+@NETNS
 def test_sigterm_while_the_database_is_unreachable(dsn: str, ledger: Path, spawn) -> None:
     """A network that drops every packet without a reset: nothing the worker sends gets an
     answer or an error (before tcp_user_timeout, 30 s)."""
@@ -234,6 +239,7 @@ def test_sigterm_while_the_database_is_unreachable(dsn: str, ledger: Path, spawn
     check_abandoned_and_rerun(dsn, ledger, spawn, worker.log(), finished, long)
 
 
+@NETNS
 @pytest.mark.parametrize("flows_lost", [False, True], ids=["healed", "flows-lost"])
 def test_a_partition_of_half_the_lease_with_a_claim_in_flight_keeps_the_lease(
     dsn: str, ledger: Path, flows_lost: bool
