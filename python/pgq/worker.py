@@ -10,10 +10,12 @@ or the poll, unless NOTIFYs do not arrive or an entrypoint has a concurrency lim
 three supervised background tasks: the completer (completes finished jobs in batches:
 what finishes during one round trip goes in the next), the heartbeat (extends the
 leases, tells the database which jobs this worker runs after a failure and every two
-leases or minute, learns of cancellations, and sweeps now and then) and the listener (a
-dedicated autocommit connection on LISTEN). `def` handlers run in a thread pool, `async
-def` handlers on the loop. Every settle names the delivery it settles, so a late call of
-an earlier run of the same job changes nothing.
+leases or minute, learns of cancellations, and sweeps now and then; on a connection of its
+own, with a deadline: pgq.worker_lease) and the listener (a dedicated autocommit
+connection on LISTEN). Every statement can be abandoned without waiting (pgq._deadline):
+from SIGTERM to exit takes the grace period and about 3 s more, whatever the database does.
+`def` handlers run in a thread pool, `async def` handlers on the loop. Every settle names
+the delivery it settles, so a late call of an earlier run of the same job changes nothing.
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ import contextlib
 import inspect
 import logging
 import os
-import random
 import signal
 import socket
 import time
 import traceback
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from uuid import UUID
@@ -39,7 +40,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from . import tracing
+from . import tracing, worker_lease
+from ._deadline import Call, bounded
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result, printable
 from ._wire import JsonbLoader, Undecodable
 from .dsn import resolve_dsn, tcp_defaults
@@ -54,9 +56,16 @@ job_log = logging.getLogger("pgq.worker.jobs")
 
 # A lost connection, and the read-only window of a failover: both pass.
 _TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlTransaction)
-# After SIGTERM and the grace period, at most this long for the last completions and the
-# unregistration (the database may be unreachable: then the sweep releases our jobs).
-_FINAL_FLUSH = 5.0
+# SIGTERM to exit takes at most the grace period and then this long, whatever the database
+# does (down, blocked on a lock, behind a paused pooler): the last completions get what is
+# left of the grace period or at least _FINAL_FLUSH, the unregistration _UNREGISTER, and
+# every wait on the database is abandoned at its deadline (pgq._deadline).
+_SHUTDOWN_MARGIN = 2.0
+_FINAL_FLUSH = 0.75
+_UNREGISTER = 1.0
+# After SIGTERM, how long a claim in flight may still take before it is abandoned (the
+# unregistration, or the sweep after the lease, gives back whatever it took).
+_CLAIM_SETTLE = 0.5
 # How often a worker runs pgq.sweep (pruning when pg_cron is absent) beside its heartbeats.
 _SWEEP_EVERY = 60.0
 # A heartbeat tells the database which jobs the worker runs (which gives back any other it
@@ -116,6 +125,12 @@ def _uvloop(required: bool) -> Any:
             ) from None
         return None
     return uvloop
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a call failed, in one line, never empty (a timeout's own text is)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _array(numbers: list[int]) -> str:
@@ -260,12 +275,8 @@ class Worker:
                     asyncio.create_task(self._supervised("complete", self._complete_loop)),
                     asyncio.create_task(self._supervised("summary", self._summary_loop)),
                 ]
-                with contextlib.suppress(_Stopping):  # SIGTERM while registering again
-                    await self._claim_loop()
-                await self._shutdown()
-                for task in background:
-                    task.cancel()
-                await asyncio.gather(*background, return_exceptions=True)
+                await self._claim_until_stopped()
+                await self._shutdown(background)
             except _Stopping:
                 log.info("worker %s stopped before it could register", self.name)
             finally:
@@ -284,6 +295,12 @@ class Worker:
         self._abandon = False  # past the final flush: stop retrying
         self._completing = asyncio.Lock()
         self._claiming = asyncio.Lock()  # a claim in flight: no heartbeat may reconcile
+        # Set while a heartbeat reconciles: no claim may start until it is done (or abandoned).
+        self._reconciling: asyncio.Event | None = None
+        self._stop_at: float | None = None  # when SIGTERM (or stop()) came: shutdown's budget
+        # Finished jobs whose completion the database has not confirmed yet.
+        self._unflushed: dict[Key, Job] = {}
+        self._lease_conn = worker_lease.LeaseConnection(dsn)  # the heartbeat's own
         # The database may hold jobs of ours that we no longer track (a claim's reply lost,
         # a settlement given up): the next heartbeat reconciles.
         self._reconcile = False
@@ -339,6 +356,7 @@ class Worker:
             await self._pool.open(wait=False)
             yield
         finally:
+            await self._lease_conn.close()
             await self._pool.close(timeout=1.0)
             if self._sync_pool is not None:
                 self._sync_pool.close(timeout=1.0)
@@ -366,6 +384,8 @@ class Worker:
         self._begin_stop()
 
     def _begin_stop(self) -> None:
+        if self._stop_at is None:
+            self._stop_at = time.monotonic()
         self._stopping.set()
         self._wake.set()
 
@@ -385,15 +405,30 @@ class Worker:
     # --- database -----------------------------------------------------------------------
 
     async def _sql(
-        self, query: str, params: tuple[Any, ...] = (), *, wait: float | None = None, tuples: bool = False
+        self,
+        query: str,
+        params: tuple[Any, ...] = (),
+        *,
+        wait: float | None = None,
+        tuples: bool = False,
     ) -> list[Any]:
         """One statement on a pooled connection; `wait` bounds the wait for a connection.
-        Rows are dicts, or plain tuples in binary format (cheaper: claims) when `tuples`."""
-        try:
+        Rows are dicts, or plain tuples in binary format (cheaper: claims) when `tuples`.
+        When the caller is cancelled (shutdown), the statement is abandoned at once
+        (pgq._deadline), not waited for as psycopg would (up to 10 s more)."""
+
+        async def work(call: Call) -> list[Any]:
             async with self._pool.connection(timeout=wait) as conn:
-                cur = conn.cursor(binary=True) if tuples else conn.cursor(row_factory=dict_row)
-                await cur.execute(query, params)
-                return await cur.fetchall() if cur.description else []
+                call.conn = conn
+                try:
+                    cur = conn.cursor(binary=True) if tuples else conn.cursor(row_factory=dict_row)
+                    await cur.execute(query, params)
+                    return await cur.fetchall() if cur.description else []
+                finally:
+                    call.conn = None
+
+        try:
+            return await bounded(work, None, query.split("(", 1)[0])
         except psycopg.Error as exc:
             if isinstance(exc, _TRANSIENT):
                 self._reconcile = True  # a failover may have lost what we committed
@@ -449,18 +484,22 @@ class Worker:
         await self._refresh_settings(startup=True)
         log.info("worker %s registered as %s for %s", self.name, self.worker_id, ", ".join(self.entrypoints))
 
+    _SETTINGS = (
+        "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
+        " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
+        " FROM pgq.settings(entrypoints => %s::text[])"
+    )
+
     async def _refresh_settings(self, startup: bool = False) -> None:
         """Read the settings the worker paces itself by. While registering (startup) through
         a lost connection too: a worker that just registered again must not die of it."""
-        query = (
-            "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
-            " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
-            " FROM pgq.settings(entrypoints => %s::text[])"
-        )
         if startup:
-            rows = await self._persist("read settings", query, (self.entrypoints,), startup=True)
+            rows = await self._persist("read settings", self._SETTINGS, (self.entrypoints,), startup=True)
         else:
-            rows = await self._sql(query, (self.entrypoints,))
+            rows = await self._sql(self._SETTINGS, (self.entrypoints,))
+        self._apply_settings(rows)
+
+    def _apply_settings(self, rows: list[dict[str, Any]]) -> None:
         self._lease = rows[0]["lease"]
         self._limited = bool(rows[0]["limited"])
         # A rate-limited entrypoint earns a token every 1/rate seconds and no NOTIFY says so:
@@ -485,6 +524,28 @@ class Worker:
             await self._register()
 
     # --- claiming -----------------------------------------------------------------------
+
+    async def _claim_until_stopped(self) -> None:
+        """Run the claim loop until SIGTERM. A claim still in flight then (the database
+        blocked or away) gets _CLAIM_SETTLE to end and is then abandoned: it cannot hold
+        the shutdown up, and whatever it took goes back with the unregistration (or after
+        the lease)."""
+        claimer = asyncio.create_task(self._claim_loop())
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({claimer, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not claimer.done():
+                done, _ = await asyncio.wait({claimer}, timeout=_CLAIM_SETTLE)
+                if not done:
+                    log.warning("stopping: a claim in flight was abandoned; jobs it took will run again")
+                    claimer.cancel()
+                    await asyncio.wait({claimer})  # at once: its statement is abandoned
+        finally:
+            stopping.cancel()
+            if not claimer.done():  # run_async itself was cancelled
+                claimer.cancel()
+        if not claimer.cancelled() and not isinstance(claimer.exception(), (_Stopping, type(None))):
+            raise claimer.exception()  # type: ignore[misc]
 
     async def _claim_loop(self) -> None:
         delay = 0.1
@@ -544,6 +605,10 @@ class Worker:
         """Claim up to `wanted` jobs and start their handlers; returns their runs."""
         worker_id = self.worker_id  # the claim's jobs belong to this id, whatever happens next
         async with self._claiming:
+            # A heartbeat telling the database what we run must be done first: it would
+            # release a job this claim takes. It has a deadline: this wait is short.
+            while self._reconciling is not None:
+                await self._reconciling.wait()
             try:
                 # While the database is away, waiting for a connection must not keep SIGTERM
                 # from being noticed for long.
@@ -589,6 +654,7 @@ class Worker:
                 await self._fail(run, "canceled: the handler returned after cancellation was requested")
             else:
                 self._done.append((job, check_result(result), time.monotonic() - started))
+                self._unflushed[run.key] = job
                 self._flush.set()
         except Timeout:
             job._cancel.set()
@@ -728,7 +794,7 @@ class Worker:
         results = None
         if any(result is not None for _, result, _ in entries):
             results = [None if result is None else Jsonb(result) for _, result, _ in entries]
-        recorded = False
+        recorded = given_up = False
         try:
             rows = await self._persist(
                 "complete",
@@ -739,7 +805,7 @@ class Worker:
             )
             recorded = True
         except _Stopping:
-            log.error("jobs %s finished but could not be completed; they will run again", ids)
+            given_up = True  # shutdown reports them
             return
         except psycopg.DataError as exc:
             if len(entries) == 1:
@@ -763,9 +829,14 @@ class Worker:
             for entry in entries:
                 await self._complete(worker_id, [entry])
             return
+        except asyncio.CancelledError:
+            given_up = True  # shutdown: past its deadline
+            raise
         finally:
             for job, _, _ in entries:
                 self._unsettled.pop((job.id, job.deliveries), None)
+                if recorded or not given_up:
+                    self._unflushed.pop((job.id, job.deliveries), None)
             if not recorded:
                 self._reconcile = True
         completed: list[int] = rows[0]["ids"]
@@ -804,56 +875,84 @@ class Worker:
     # --- heartbeat and wake-ups ---------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        swept = reconciled = time.monotonic()
-        while True:
-            # Well inside the lease: a missed beat or two still keeps the jobs. Jittered, so
-            # that workers started together do not all pause their claims at the same moment.
-            interval = min(max(self._lease / 4, 0.1), 10.0) * random.uniform(0.75, 1.0)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._beat_now.wait(), interval)
-            self._beat_now.clear()
-            worker_id = self.worker_id
-            try:
-                # No claim may be in flight: the database would release a job we are about
-                # to learn of. Jobs claimed by a reply we lost are released here.
-                async with self._claiming:
-                    running = None
-                    every = min(self._lease * _RECONCILE_LEASES, _RECONCILE_MAX)
-                    due = time.monotonic() - reconciled >= every
-                    if self._reconcile or due:
-                        self._reconcile = False  # a failure from now on needs another round
-                        running = sorted(
-                            {job.id for job in self._unsettled.values() if job.worker_id == worker_id}
-                        )
-                    try:
-                        rows = await self._sql(
-                            "SELECT pgq.heartbeat(worker_id => %s::uuid, running => %s::bigint[]) AS id",
-                            (worker_id, running),
-                            wait=_CLAIM_WAIT,  # the claimer waits for this lock
-                        )
-                    except BaseException:
-                        if running is not None:
-                            self._reconcile = True
-                        raise
-                    if running is not None:
-                        reconciled = time.monotonic()
-                        log.debug("heartbeat: told the database the %d jobs we run", len(running))
-                await self._refresh_settings()
-            except _TRANSIENT as exc:
-                log.warning("heartbeat failed (%s)", str(exc).strip())
-                continue
-            except (WorkerGone, UnknownWorker) as exc:
-                if not self._stopping.is_set():
-                    with contextlib.suppress(_Stopping):
-                        await self._reregister(exc, worker_id)
-                continue
-            except (PgqError, psycopg.Error) as exc:
-                log.error("heartbeat failed: %s", exc)
-                continue
-            self._cancel({row["id"] for row in rows})
-            if time.monotonic() - swept > _SWEEP_EVERY:
-                swept = time.monotonic()
-                await self._sweep()
+        """Extend the leases: on the heartbeat's own connection, each beat within a deadline
+        well under the lease, waiting behind no claim and no settlement (worker_lease)."""
+        swept = time.monotonic()
+        self._reconciled = time.monotonic()
+        failures = 0
+        sweeping: asyncio.Task[None] | None = None
+        try:
+            while True:
+                if failures:  # a fresh connection, at once: the lease is running out
+                    wait = worker_lease.retry_in(self._lease, failures)
+                else:
+                    wait = worker_lease.interval(self._lease)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._beat_now.wait(), wait)
+                self._beat_now.clear()
+                worker_id = self.worker_id
+                failures += 1
+                try:
+                    rows = await self._beat(worker_id)
+                except _TRANSIENT as exc:
+                    self._reconcile = True  # a failover may have lost what we committed
+                    log.warning("heartbeat failed (%s)", str(exc).strip())
+                    continue
+                except (WorkerGone, UnknownWorker) as exc:
+                    failures = 0
+                    if not self._stopping.is_set():
+                        with contextlib.suppress(_Stopping):
+                            await self._reregister(exc, worker_id)
+                    continue
+                except (PgqError, psycopg.Error) as exc:
+                    failures = 0  # not the connection: the next beat at its time
+                    log.error("heartbeat failed: %s", exc)
+                    continue
+                failures = 0
+                self._cancel({row["id"] for row in rows})
+                if time.monotonic() - swept > _SWEEP_EVERY and (sweeping is None or sweeping.done()):
+                    swept = time.monotonic()
+                    # Beside the beats, not in their way: a sweep may take its time.
+                    sweeping = asyncio.create_task(self._sweep())
+        finally:
+            if sweeping is not None:
+                sweeping.cancel()
+
+    async def _beat(self, worker_id: UUID | None) -> list[dict[str, Any]]:
+        """One heartbeat, then the settings, within the heartbeat's deadline. It tells the
+        database which jobs we run (releasing any other it has as ours) after a failure and
+        every two leases, but only while no claim is in flight: the database would release
+        a job we are about to learn of. It never waits for a claim: with one in flight it
+        sends no list, which releases nothing."""
+        query = "SELECT pgq.heartbeat(worker_id => %s::uuid, running => %s::bigint[]) AS id"
+        settings = (self._SETTINGS, (self.entrypoints,))
+        seconds = worker_lease.deadline(self._lease)
+        every = min(self._lease * _RECONCILE_LEASES, _RECONCILE_MAX)
+        due = self._reconcile or time.monotonic() - self._reconciled >= every
+        if not due or self._claiming.locked() or self._reconciling is not None:
+            rows, current = await self._lease_conn.execute(
+                [(query, (worker_id, None)), settings], seconds, "heartbeat"
+            )
+            self._apply_settings(current)
+            return rows
+        # No await between the check above and this: a claim starting now waits for us.
+        self._reconciling = reconciling = asyncio.Event()
+        self._reconcile = False  # a failure from now on needs another round
+        running = sorted({job.id for job in self._unsettled.values() if job.worker_id == worker_id})
+        try:
+            rows, current = await self._lease_conn.execute(
+                [(query, (worker_id, running)), settings], seconds, "heartbeat"
+            )
+        except BaseException:
+            self._reconcile = True
+            raise
+        finally:
+            self._reconciling = None
+            reconciling.set()
+        self._reconciled = time.monotonic()
+        log.debug("heartbeat: told the database the %d jobs we run", len(running))
+        self._apply_settings(current)
+        return rows
 
     def _cancel(self, ids: set[int]) -> None:
         for run in self._running.values():
@@ -933,38 +1032,72 @@ class Worker:
 
     # --- shutdown -----------------------------------------------------------------------
 
-    async def _shutdown(self) -> None:
-        """Bounded whatever the database does: the grace period, then at most _FINAL_FLUSH
-        for the last completions and again for the unregistration."""
+    async def _shutdown(self, background: Collection[asyncio.Task[None]] = ()) -> None:
+        """Bounded whatever the database does: from SIGTERM, the grace period for the running
+        handlers, then at most _SHUTDOWN_MARGIN for the last completions (what is left of
+        the grace period, or at least _FINAL_FLUSH) and the unregistration (_UNREGISTER).
+        Every wait on the database is abandoned at its deadline (pgq._deadline). The log
+        says which jobs were left and what becomes of them."""
+        stop_at = self._stop_at if self._stop_at is not None else time.monotonic()
+        grace_end = stop_at + self.grace_period
+        end = grace_end + _SHUTDOWN_MARGIN
         tasks = [run.task for run in self._running.values() if run.task is not None]
         if tasks:
             log.info("waiting up to %.0f s for %d running jobs", self.grace_period, len(tasks))
-            await asyncio.wait(tasks, timeout=self.grace_period)
-        leftover = [run.task for run in self._running.values() if run.task is not None]
-        for task in leftover:
-            task.cancel()
+            await asyncio.wait(tasks, timeout=max(grace_end - time.monotonic(), 0))
+        leftover = [run for run in self._running.values() if run.task is not None]
+        cut_short = sorted(run.job.id for run in leftover)
+        for run in leftover:
+            run.task.cancel()  # type: ignore[union-attr]
         if leftover:
-            await asyncio.wait(leftover, timeout=1.0)
-        try:
-            await asyncio.wait_for(self._complete_pending(), _FINAL_FLUSH)
-        except asyncio.TimeoutError:
-            self._abandon = True
-            log.error("could not complete %d finished jobs in time; they will run again", len(self._done))
+            await asyncio.wait([run.task for run in leftover if run.task], timeout=0.5)
+        # The last completions: through the completer's batch in flight, if any.
+        flush = asyncio.create_task(self._complete_pending())
+        flush_end = max(grace_end, min(time.monotonic() + _FINAL_FLUSH, end - _UNREGISTER))
+        done, _ = await asyncio.wait({flush}, timeout=max(flush_end - time.monotonic(), 0.1))
+        if not done:
+            self._abandon = True  # settlements retrying give up
+            for task in (flush, *background):
+                task.cancel()  # their statements are abandoned at once
+            await asyncio.wait({flush, *background}, timeout=0.5)
+        elif flush.exception() is not None:
+            log.error("final completions failed: %s", flush.exception())
+        unflushed = sorted(job.id for job in self._unflushed.values())
+        if unflushed:
+            reason = "the database did not answer in time" if not done else "the database refused them"
+            log.error(
+                "could not complete %d finished jobs (%s): %s; they will run again",
+                len(unflushed),
+                reason,
+                unflushed,
+            )
+        self._abandon = True
+        for task in background:  # the heartbeat too: it must not reconcile now
+            task.cancel()
+        if background:
+            await asyncio.wait(background, timeout=0.5)
+        # What the database may still hold for us: unsettled jobs (cut short, finished but
+        # not completed, failures not recorded) and whatever a claim abandoned took.
+        left = sorted({job.id for job in self._unsettled.values()} | set(unflushed) | set(cut_short))
         if self.worker_id is None:
             return
         try:
-            rows = await asyncio.wait_for(
-                self._sql(
-                    "SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released",
-                    (self.worker_id,),
-                    wait=_FINAL_FLUSH,
-                ),
-                _FINAL_FLUSH,
+            rows = await self._lease_conn.execute(
+                [("SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released", (self.worker_id,))],
+                min(max(end - time.monotonic(), 0.25), _UNREGISTER),
+                "unregister",
             )
-            if rows and rows[0]["released"]:
-                log.info("released %d unfinished jobs", rows[0]["released"])
-        except (PgqError, asyncio.TimeoutError, *_TRANSIENT) as exc:
-            log.warning("could not unregister (%s); the sweep will release our jobs after the lease", exc)
+            released = rows[0][0]["released"] if rows and rows[0] else 0
+            if released or left:
+                log.info("released %d unfinished jobs %s: they will run again", released, left)
+        except (PgqError, *_TRANSIENT) as exc:
+            log.warning(
+                "could not unregister (%s); the sweep will release our jobs after the lease (%.0f s):"
+                " jobs %s and any a claim took will run again then",
+                _reason(exc),
+                self._lease,
+                left,
+            )
 
     def _outcome(
         self, job: Job, outcome: str, seconds: float, level: int = logging.INFO, detail: str = ""

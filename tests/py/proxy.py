@@ -1,6 +1,8 @@
 """A TCP proxy in front of PostgreSQL that a test can cut: every connection through it
 breaks and new ones are refused, as when the database host goes away; restore() lets
-connections through again."""
+connections through again. freeze() kills the connections open now without a word, as a
+NAT gateway or a failover that lost them: what is sent on them is swallowed and nothing
+comes back, while new connections work."""
 
 from __future__ import annotations
 
@@ -10,13 +12,16 @@ import threading
 
 
 class Proxy:
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, target_port: int, target_host: str = "127.0.0.1", listen_host: str = "127.0.0.1"
+    ) -> None:
         self.target = (target_host, target_port)
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server((listen_host, 0))
         self.port = self._listener.getsockname()[1]
         self._open = threading.Event()
         self._open.set()
         self._sockets: set[socket.socket] = set()
+        self._frozen: set[socket.socket] = set()
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -42,7 +47,8 @@ class Proxy:
     def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
-                dst.sendall(data)
+                if src not in self._frozen:
+                    dst.sendall(data)
         for s in (src, dst):
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
@@ -55,6 +61,11 @@ class Proxy:
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
             self._sockets.clear()
+
+    def freeze(self) -> None:
+        """The connections open now stay open but carry nothing any more."""
+        with self._lock:
+            self._frozen |= self._sockets
 
     def restore(self) -> None:
         self._open.set()

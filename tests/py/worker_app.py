@@ -119,6 +119,14 @@ def _sleep_first(job: pgq.Job) -> float:
     return float(payload.get("sleep", 0)) if job.deliveries == 1 else 0.0
 
 
+@worker.entrypoint("slow_first")
+async def slow_first(job: pgq.Job) -> None:
+    """Sleeps the payload's seconds on its first delivery; a re-delivery ends at once."""
+    record(job, "start")
+    await asyncio.sleep(_sleep_first(job))
+    record(job, "end")
+
+
 @worker.entrypoint("tx_slow", transactional=True)
 def tx_slow(job: pgq.Job, conn) -> None:
     record(job, "start")

@@ -19,7 +19,8 @@ HERE = Path(__file__).resolve().parent
 class WorkerProcess:
     """One `python -m pgq worker worker_app:worker [args]` process; its log goes to a file."""
 
-    def __init__(self, dsn: str, ledger: Path, *args: str, **env: str) -> None:
+    def __init__(self, dsn: str, ledger: Path, *args: str, wrap: tuple[str, ...] = (), **env: str) -> None:
+        """wrap: a command that runs the worker (`ip netns exec NS`: in a network namespace)."""
         self.log_path = ledger / f"worker-{time.monotonic_ns()}.out"
         full_env = {
             **os.environ,
@@ -30,7 +31,7 @@ class WorkerProcess:
         }
         with open(self.log_path, "w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pgq", "worker", "worker_app:worker", "--dsn", dsn, *args],
+                [*wrap, sys.executable, "-m", "pgq", "worker", "worker_app:worker", "--dsn", dsn, *args],
                 env=full_env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,351 @@
+"""Shutdown and leases whatever the database does, in real `pgq worker` processes.
+
+SIGTERM while the job table is locked (a DBA's ALTER TABLE or VACUUM FULL), while
+PgBouncer is paused, and while the database is unreachable (a blackholed network): the
+worker exits within its grace period plus a few seconds, says which jobs it abandoned and
+why, and those jobs run again (none lost). A partition of about half the lease, with a claim
+in flight, does not cost the worker its lease: its heartbeat waits behind nothing.
+
+Durations are printed (run with -s); the bounds asserted are generous (a loaded machine
+must not fail them) but far below what the blocks last, which the old worker waited out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from conftest import ADMIN_DSN
+from netns import Namespace
+from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
+
+GRACE = 2.0
+# SIGTERM to exit must stay under this (the goal is GRACE + about 3 s); every block below
+# lasts longer than it, so a worker that waits for the block to end fails.
+BOUND = GRACE + 10
+PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+# Network namespaces and veth pairs need root and iproute2.
+NETNS = pytest.mark.skipif(
+    shutil.which("ip") is None or os.geteuid() != 0, reason="network namespaces need root and iproute2"
+)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def spawn(dsn: str, ledger: Path) -> Iterator:
+    started: list[WorkerProcess] = []
+
+    def start(worker_dsn: str | None = None, *args: str, **env: str) -> WorkerProcess:
+        proc = WorkerProcess(worker_dsn or dsn, ledger, *args, **env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()
+
+
+def enqueue(dsn: str, payload: str, n: int = 1) -> list[int]:
+    return [scalar(dsn, "SELECT pgq.enqueue('slow_first', %s::jsonb)", (payload,)) for _ in range(n)]
+
+
+def starts(ledger: Path) -> list[tuple[int, int]]:
+    return [(job, deliveries) for job, deliveries, _, event, _ in ledger_lines(ledger) if event == "start"]
+
+
+def ends(ledger: Path) -> list[int]:
+    return [job for job, _, _, event, _ in ledger_lines(ledger) if event == "end"]
+
+
+def sigterm_to_exit(worker: WorkerProcess, what: str) -> float:
+    """SIGTERM, then the seconds until the process exited (printed); fails past BOUND."""
+    started = time.monotonic()
+    worker.proc.terminate()
+    try:
+        code = worker.proc.wait(timeout=BOUND)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what}: the worker was still running {BOUND:.0f} s after SIGTERM (grace {GRACE:.0f} s)")
+    seconds = time.monotonic() - started
+    print(f"\n{what}: SIGTERM to exit {seconds:.2f} s (grace period {GRACE:.1f} s)")
+    assert code == 0, worker.log()
+    return seconds
+
+
+def check_abandoned_and_rerun(
+    dsn: str, ledger: Path, spawn, log: str, finished: list[int], long: int
+) -> None:
+    """The log names what the worker gave up and why; a fresh worker then runs each of
+    those jobs again (none lost, none stuck)."""
+    line = next((x for x in log.splitlines() if "could not complete" in x), "")
+    assert f"could not complete {len(finished)} finished jobs" in line, log
+    assert all(str(job) in line for job in finished), line
+    reason = re.search(r"could not unregister \((.*?)\)", log)
+    assert reason and reason.group(1).strip(), log
+    # The job cut short at the end of the grace period: named with what becomes of it.
+    named = [x for x in log.splitlines() if re.search(rf"\b{long}\b", x) and re.search("run again|lease", x)]
+    assert named, log
+    worker = spawn(dsn)
+    every = [*finished, long]
+    wait_until(lambda: outcome_count(dsn, entrypoint="slow_first") == len(every), 60, "all to run again")
+    assert worker.terminate() == 0
+    again = {job for job, deliveries in starts(ledger) if deliveries > 1}
+    assert again == set(every), starts(ledger)
+
+
+def test_sigterm_while_the_job_table_is_locked(dsn: str, ledger: Path, spawn) -> None:
+    """LOCK TABLE pgq._jobs IN ACCESS EXCLUSIVE MODE (ALTER TABLE, VACUUM FULL): claims,
+    completions, heartbeats and the unregistration all wait for it."""
+    scalar(dsn, "SELECT pgq.configure('slow_first', lease => '6 seconds')")
+    finished = enqueue(dsn, '{"sleep": 2}', n=3)
+    [long] = enqueue(dsn, '{"sleep": 60}')
+    worker = spawn(dsn, APP_GRACE=str(GRACE), APP_POLL="0.2")
+    wait_until(lambda: len(starts(ledger)) == 4, 30, "four jobs to start")
+    with psycopg.connect(dsn) as locker:
+        try:
+            locker.execute("LOCK TABLE pgq._jobs IN ACCESS EXCLUSIVE MODE")
+            wait_until(lambda: len(ends(ledger)) == 3, 30, "three jobs to finish (their completion waits)")
+            time.sleep(1.0)
+            sigterm_to_exit(worker, "job table locked")
+        finally:
+            locker.rollback()
+            if worker.proc.poll() is None:
+                worker.kill()
+    check_abandoned_and_rerun(dsn, ledger, spawn, worker.log(), finished, long)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def bouncer() -> Iterator[int]:
+    """A PgBouncer in transaction mode, with an admin console (PAUSE, RESUME)."""
+    server = conninfo_to_dict(ADMIN_DSN)
+    work = Path(tempfile.mkdtemp(prefix="pgq-shutdown-pgbouncer-"))
+    work.chmod(0o777)
+    port = _free_port()
+    (work / "userlist.txt").write_text('"postgres" ""\n')
+    (work / "pgbouncer.ini").write_text(
+        f"""[databases]
+* = host={server.get("host", "127.0.0.1")} port={server.get("port", 5432)}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {work}/userlist.txt
+admin_users = postgres
+pool_mode = transaction
+max_client_conn = 200
+default_pool_size = 20
+ignore_startup_parameters = extra_float_digits,options
+logfile = {work}/pgbouncer.log
+pidfile = {work}/pgbouncer.pid
+"""
+    )
+    for f in work.iterdir():
+        f.chmod(0o666)
+    cmd = [PGBOUNCER, str(work / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        cmd[1:1] = ["-u", "postgres"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: _accepts(port), 15, "pgbouncer to listen")
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _console(port: int, command: str) -> None:
+    subprocess.run(
+        ["psql", "-Xq", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "pgbouncer", "-c", command],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def test_sigterm_while_pgbouncer_is_paused(dsn: str, ledger: Path, spawn, bouncer: int) -> None:
+    """PgBouncer's PAUSE (a pooler being restarted or reconfigured): every statement of the
+    worker through it waits, however long the pause lasts."""
+    scalar(dsn, "SELECT pgq.configure('slow_first', lease => '6 seconds')")
+    finished = enqueue(dsn, '{"sleep": 2}', n=2)
+    [long] = enqueue(dsn, '{"sleep": 60}')
+    pooled = make_conninfo(dsn, host="127.0.0.1", port=str(bouncer))
+    worker = spawn(pooled, APP_GRACE=str(GRACE), APP_POLL="0.2", PGQ_LISTEN_DSN=dsn)
+    wait_until(lambda: len(starts(ledger)) == 3, 30, "three jobs to start")
+    _console(bouncer, "PAUSE")
+    try:
+        wait_until(lambda: len(ends(ledger)) == 2, 30, "two jobs to finish (their completion waits)")
+        time.sleep(1.0)
+        sigterm_to_exit(worker, "PgBouncer paused")
+    finally:
+        _console(bouncer, "RESUME")
+        if worker.proc.poll() is None:
+            worker.kill()
+    check_abandoned_and_rerun(dsn, ledger, spawn, worker.log(), finished, long)
+
+
+@NETNS
+def test_sigterm_while_the_database_is_unreachable(dsn: str, ledger: Path, spawn) -> None:
+    """A network that drops every packet without a reset: nothing the worker sends gets an
+    answer or an error (before tcp_user_timeout, 30 s)."""
+    scalar(dsn, "SELECT pgq.configure('slow_first', lease => '6 seconds')")
+    finished = enqueue(dsn, '{"sleep": 2}', n=2)
+    [long] = enqueue(dsn, '{"sleep": 60}')
+    with Namespace(int(conninfo_to_dict(dsn).get("port", 5432))) as ns:
+        inside = make_conninfo(dsn, host=ns.host, port=str(ns.port))
+        worker = WorkerProcess(inside, ledger, APP_GRACE=str(GRACE), APP_POLL="0.2", wrap=ns.wrap)
+        try:
+            wait_until(lambda: len(starts(ledger)) == 3, 30, "three jobs to start")
+            ns.blackhole()
+            wait_until(lambda: len(ends(ledger)) == 2, 30, "two jobs to finish (their completion waits)")
+            time.sleep(1.0)
+            sigterm_to_exit(worker, "database unreachable")
+        finally:
+            if worker.proc.poll() is None:
+                worker.kill()
+    check_abandoned_and_rerun(dsn, ledger, spawn, worker.log(), finished, long)
+
+
+@NETNS
+@pytest.mark.parametrize("flows_lost", [False, True], ids=["healed", "flows-lost"])
+def test_a_partition_of_half_the_lease_with_a_claim_in_flight_keeps_the_lease(
+    dsn: str, ledger: Path, flows_lost: bool
+) -> None:
+    """The worker claims every 10 ms (nothing is due), so a claim is in flight when the
+    network starts dropping packets. The heartbeat must not wait for it, nor for its own
+    statement sent into the partition: on a connection of its own, with a deadline, it
+    reaches the database as soon as the network is back. With `flows-lost` the connections
+    open during the partition never carry anything again once it heals (a NAT gateway or a
+    failover lost them; new connections work): the claim then waits for a reply that does
+    not come, and a heartbeat waiting behind it, or on such a connection, loses the lease.
+    The test sweeps every 0.2 s meanwhile, so a lease that ran out is seen."""
+    lease, partition = 12.0, 6.5
+    scalar(dsn, "SELECT pgq.configure('slow_first', lease => make_interval(secs => %s))", (lease,))
+    [job] = enqueue(dsn, '{"sleep": 120}')
+    with Namespace(int(conninfo_to_dict(dsn).get("port", 5432))) as ns:
+        inside = make_conninfo(dsn, host=ns.host, port=str(ns.port))
+        worker = WorkerProcess(inside, ledger, APP_GRACE="1", APP_POLL="0.01", wrap=ns.wrap)
+        try:
+            wait_until(lambda: starts(ledger), 30, "the job to start")
+            wid = scalar(dsn, "SELECT worker_id::text FROM pgq._jobs WHERE id = %s", (job,))
+            beats: list[float] = []
+            done = threading.Event()
+
+            def sweep() -> None:
+                # The sweep of another worker, or pg_cron's: a lease run out is re-delivered.
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    while True:
+                        conn.execute("SELECT pgq.reap()")
+                        at = conn.execute(
+                            "SELECT extract(epoch FROM heartbeat_at)::float8 FROM pgq._workers WHERE id = %s",
+                            (wid,),
+                        ).fetchone()
+                        if at and (not beats or at[0] != beats[-1]):
+                            beats.append(at[0])
+                        if done.is_set():  # the time now ends the last gap
+                            now = conn.execute("SELECT extract(epoch FROM now())::float8").fetchone()
+                            beats.append(now[0])
+                            return
+                        time.sleep(0.2)
+
+            sweeper = threading.Thread(target=sweep, daemon=True)
+            sweeper.start()
+            time.sleep(1.0)
+            ns.blackhole()
+            time.sleep(partition)
+            if flows_lost:
+                ns.proxy.freeze()
+            ns.heal()
+            time.sleep(lease / 2)  # past the lease of the last beat before the partition
+            done.set()
+            sweeper.join(timeout=10)
+            gap = max(b - a for a, b in itertools.pairwise(beats))
+            print(f"\npartition {partition} s, lease {lease} s: longest gap between heartbeats {gap:.2f} s")
+            status, deliveries, holder = execute(
+                dsn, "SELECT status, deliveries, worker_id::text FROM pgq.jobs WHERE id = %s", (job,)
+            )[0]
+            assert (status, deliveries, holder) == ("running", 1, wid), worker.log()
+            assert starts(ledger) == [(job, 1)], "not re-delivered"
+            assert worker.proc.poll() is None, "the worker is alive"
+            assert scalar(dsn, "SELECT state FROM pgq._workers WHERE id = %s", (wid,)) == "alive"
+            assert worker.terminate(timeout=30) == 0
+        finally:
+            if worker.proc.poll() is None:
+                worker.kill()
+
+
+def test_a_claim_blocked_in_the_database_does_not_hold_up_the_heartbeat(dsn: str, ledger: Path) -> None:
+    """A claim of a limited entrypoint locks its settings row: another transaction holding
+    that row (an administrator's pgq.configure left open) blocks the claim for as long as
+    it is held. The heartbeat must go on meanwhile: the worker's running job keeps its
+    lease through two leases of a blocked claim."""
+    lease = 4.0
+    scalar(
+        dsn,
+        "SELECT pgq.configure('slow_first', lease => make_interval(secs => %s), concurrency => 5)",
+        (lease,),
+    )
+    [job] = enqueue(dsn, '{"sleep": 120}')
+    worker = WorkerProcess(dsn, ledger, APP_GRACE="1", APP_POLL="0.1")
+    try:
+        wait_until(lambda: starts(ledger), 30, "the job to start")
+        wid = scalar(dsn, "SELECT worker_id::text FROM pgq._jobs WHERE id = %s", (job,))
+        with psycopg.connect(dsn) as holder, psycopg.connect(dsn, autocommit=True) as sweeper:
+            holder.execute("SELECT 1 FROM pgq._queues WHERE entrypoint = 'slow_first' FOR UPDATE")
+            blocked = wait_until(
+                lambda: sweeper.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE %s AND datname = current_database()",
+                    ("%pgq.claim%",),
+                ).fetchone()[0],
+                10,
+                "a claim to wait for the lock",
+            )
+            assert blocked
+            until = time.monotonic() + 2 * lease
+            while time.monotonic() < until:
+                sweeper.execute("SELECT pgq.reap()")  # another worker's sweep
+                time.sleep(0.2)
+            holder.rollback()
+        status, deliveries, held_by = execute(
+            dsn, "SELECT status, deliveries, worker_id::text FROM pgq.jobs WHERE id = %s", (job,)
+        )[0]
+        assert (status, deliveries, held_by) == ("running", 1, wid), worker.log()
+        assert starts(ledger) == [(job, 1)], "not re-delivered"
+        assert worker.terminate(timeout=30) == 0
+    finally:
+        if worker.proc.poll() is None:
+            worker.kill()
