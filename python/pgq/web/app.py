@@ -245,7 +245,7 @@ def create_app(config: Config) -> Starlette:
         return page(request, "workers.html", workers=db.workers(), held=db.running_by_worker())
 
     def schedules(request: Request) -> Response:
-        return page(request, "schedules.html", schedules=db.schedules())
+        return page(request, "schedules.html", schedules=db.schedules(), sweeps=db.sweeps())
 
     def settings(request: Request) -> Response:
         rows = db.settings()
