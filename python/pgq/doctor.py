@@ -265,19 +265,28 @@ def check_sweeps(conn: psycopg.Connection, limits: Limits, dsn: str = "") -> Fou
 
 
 def _late_sweeps(conn: psycopg.Connection, c: psycopg.Connection, dbname: str, have: set[str]) -> Found:
-    """Scheduled sweeps that have not started for twice their interval, by pg_cron's own
-    log (cron.job_run_details); one never logged counts from the install or upgrade."""
+    """Scheduled sweeps that have not started for twice their interval: by pg_cron's own
+    log (cron.job_run_details; its rows of a job are visible to whoever sees the job), or,
+    with cron.log_run off, by what pgq.reap and pgq.prune record in the queue database
+    (run-schedules then has no record of its own and is left out). One never run counts
+    from the install or the last upgrade."""
     since = _one(conn, "SELECT max(applied_at) FROM pgq._migrations")
+    logged = c.execute("SELECT current_setting('cron.log_run', true)").fetchone()[0] != "off"
     late: list[str] = []
     for name, _, _ in pgcron.CRON_JOBS:
         job = pgcron.job_name(name, dbname)
-        if job not in have:
+        if job not in have or (not logged and name not in ("reap", "prune")):
             continue
-        last, now = c.execute(
-            "SELECT max(d.start_time), now() FROM cron.job_run_details AS d"
-            " JOIN cron.job AS j ON j.jobid = d.jobid WHERE j.jobname = %s",
-            (job,),
-        ).fetchone()
+        if logged:
+            last, now = c.execute(
+                "SELECT max(d.start_time), now() FROM cron.job_run_details AS d"
+                " JOIN cron.job AS j ON j.jobid = d.jobid WHERE j.jobname = %s",
+                (job,),
+            ).fetchone()
+        else:
+            last, now = conn.execute(
+                "SELECT max(m.last_run), now() FROM pgq._maintenance AS m WHERE m.task = %s", (name,)
+            ).fetchone()
         start = last or since
         if start is not None and now - start > 2 * SWEEP_EVERY[name]:
             every = "minute" if SWEEP_EVERY[name] == timedelta(minutes=1) else "hour"

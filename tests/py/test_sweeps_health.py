@@ -155,3 +155,20 @@ def test_pg_cron_not_running_is_reported(private_cluster: tuple[str, Path]) -> N
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute(launchers).fetchone()[0] == 1
     assert doctor(dsn) == (0, "healthy: no problems found\n")
+
+    # pg_cron not logging its runs (cron.log_run off): the queue database's record of
+    # pgq.reap is the witness. The real pg_cron, told to run the reap once a year.
+    _restart(base, "-c cron.log_run=off")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        job = cron.job_name("reap", "postgres")
+        c.execute(
+            "SELECT cron.alter_job(jobid, schedule => '0 0 1 1 *') FROM cron.job WHERE jobname = %s", (job,)
+        )
+        c.execute("DELETE FROM cron.job_run_details")
+        c.execute("UPDATE pgq._migrations SET applied_at = now() - interval '1 hour'")
+        c.execute("SELECT pgq.reap()")
+        assert doctor(dsn) == (0, "healthy: no problems found\n")
+        c.execute("UPDATE pgq._maintenance SET last_run = now() - interval '10 minutes' WHERE task = 'reap'")
+        code, out = doctor(dsn)
+        print(out)
+        assert code == 1 and f"{job} (every minute) last ran" in out and "run-schedules" not in out
