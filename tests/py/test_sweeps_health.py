@@ -172,3 +172,15 @@ def test_pg_cron_not_running_is_reported(private_cluster: tuple[str, Path]) -> N
         code, out = doctor(dsn)
         print(out)
         assert code == 1 and f"{job} (every minute) last ran" in out and "run-schedules" not in out
+
+
+def test_the_heartbeat_writes_no_sweep_record(conn: psycopg.Connection) -> None:
+    """Every worker's heartbeat runs the light sweep: a write there would serialize them."""
+    conn.execute("SELECT pgq.schedule('sweeps_hb', '* * * * *', 'sweeps_hb')")
+    worker = conn.execute("SELECT pgq.register_worker('hb', ARRAY['sweeps_hb'])").fetchone()[0]
+    conn.execute("DELETE FROM pgq._maintenance")
+    for _ in range(3):
+        conn.execute("SELECT * FROM pgq.heartbeat(%s)", (worker,)).fetchall()
+    assert conn.execute("SELECT count(*) FROM pgq._maintenance").fetchone()[0] == 0
+    conn.execute("SELECT pgq.unregister_worker(%s)", (worker,))
+    conn.execute("SELECT pgq.unschedule('sweeps_hb')")
