@@ -21,7 +21,17 @@ from psycopg.types.json import Jsonb
 
 from . import tracing
 from .errors import InvalidArgument, SchemaError, UnknownJob, translate
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    ScheduleRow,
+    StatsRow,
+    SweepRow,
+    WorkerRow,
+)
 
 Query: TypeAlias = "sql.Composable | str"
 Params: TypeAlias = "Sequence[Any] | dict[str, Any]"
@@ -536,6 +546,11 @@ def workers() -> Call:
         _columns(WorkerRow)
     )
     return Call(query, shape="rows", row_class=WorkerRow)
+
+
+def sweeps() -> Call:
+    query = sql.SQL("SELECT {} FROM pgq.sweeps").format(_columns(SweepRow))
+    return Call(query, shape="rows", row_class=SweepRow)
 
 
 def jobs(entrypoint: str | None, status: str | None, limit: int) -> Call:

@@ -65,6 +65,18 @@ class QueueRow:
 
 
 @dataclass(frozen=True)
+class SweepRow:
+    """A row of the pgq.sweeps view: when the sweep last ran, how late it is (None: on
+    time, or it never ran)."""
+
+    sweep: str
+    every: timedelta
+    last_run: datetime | None
+    age: timedelta | None
+    late: timedelta | None
+
+
+@dataclass(frozen=True)
 class WorkerRow:
     """A row of the pgq.workers view. state: alive, dead (reaped) or stopped."""
 

@@ -10,6 +10,8 @@
 -- lock); a concurrent call returns 0. A worker whose row a claim holds (until it commits)
 -- is left to the next sweep.
 -- Every UPDATE re-checks the job's state, so a job completed meanwhile is never touched.
+-- Records when it ran in pgq._maintenance (task 'reap', at most once a second), for
+-- pgq.sweeps: pg_cron and pgq.register_worker call it, the heartbeat's light sweep does not.
 -- Returns the number of jobs released or failed.
 CREATE OR REPLACE FUNCTION pgq.reap()
 RETURNS integer
@@ -22,8 +24,19 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $$
+DECLARE
+    v_reaped integer;
 BEGIN
-    RETURN pgq._reap(TRUE);
+    v_reaped := pgq._reap(TRUE);
+    -- Read first: a burst of registering workers does not queue on the row's lock.
+    IF NOT EXISTS (
+        SELECT 1 FROM pgq._maintenance AS m
+        WHERE m.task = 'reap' AND m.last_run > pg_catalog.now() - interval '1 second'
+    ) THEN
+        INSERT INTO pgq._maintenance AS m (task, last_run) VALUES ('reap', pg_catalog.now())
+        ON CONFLICT ON CONSTRAINT _maintenance_pkey DO UPDATE SET last_run = excluded.last_run;
+    END IF;
+    RETURN v_reaped;
 END
 $$;
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import http.cookiejar
 import threading
 import time
 import urllib.error
@@ -44,6 +45,9 @@ def serve(config: Config) -> Iterator[Served]:
         thread.join(timeout=10)
 
 
+_COOKIES = http.cookiejar.CookieJar()
+
+
 def request(
     url: str,
     data: dict[str, str] | None = None,
@@ -60,7 +64,9 @@ def request(
         def redirect_request(self, *args: Any) -> None:
             return None
 
-    opener = urllib.request.build_opener(NoRedirect)
+    # A browser's cookie jar: the session cookie of the page that gave a CSRF token goes
+    # with the POST that uses it (a Cookie header given here wins).
+    opener = urllib.request.build_opener(NoRedirect, urllib.request.HTTPCookieProcessor(_COOKIES))
     try:
         with opener.open(req, timeout=30) as resp:
             return resp.status, resp.read().decode(), {k.lower(): v for k, v in resp.headers.items()}

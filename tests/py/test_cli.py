@@ -61,7 +61,14 @@ def failed(result: Result) -> str:
 
 def test_status_empty(dsn: str) -> None:
     out = ok(run(dsn, "status"))
-    assert out.splitlines() == ["queues: none", "", "stats for the last 5 minutes: none", "", "workers: none"]
+    lines = out.splitlines()
+    assert lines[:6] == ["queues: none", "", "stats for the last 5 minutes: none", "", "workers: none", ""]
+    # The sweeps are listed even when they never ran (pg_cron stopped shows as "never").
+    assert lines[6] == "sweeps" and [line.split()[:4:3] for line in lines[9:]] == [
+        ["reap", "-"],
+        ["run_schedules", "-"],
+        ["prune", "-"],
+    ]
 
 
 def test_status_prints_queues_and_workers(dsn: str, client: Client, conn: psycopg.Connection) -> None:

@@ -80,6 +80,7 @@ VIEWS: dict[str, set[str]] = {
     "jobs": {ADMIN},
     "outcomes": {ADMIN},
     "schedules": {ADMIN},
+    "sweeps": {WORKER, ADMIN},
     # The default settings, read by pgq's functions and views (as their owner): nobody.
     "_default_settings": set(),
 }

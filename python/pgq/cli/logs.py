@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import select
+import stat
+import struct
 import sys
+import termios
 import threading
 import time
 
@@ -64,14 +68,32 @@ class BufferedHandler(logging.Handler):
     With --log-jobs the worker logs a line per job: a write system call per line would cost a
     no-op job a third of its CPU. A daemon thread flushes the block, in writes of whole
     lines of at most PIPE_BUF bytes (atomic on a pipe that several workers share). A crash
-    (SIGKILL) loses at most the last `interval` of INFO lines, never a warning."""
+    (SIGKILL) loses at most the last `interval` of INFO lines; a warning wakes the thread
+    at once.
 
-    def __init__(self, fd: int, interval: float = 0.2) -> None:
+    A log call never waits for stderr: a pipe nobody reads (a stalled container runtime, a
+    full `| head`) would otherwise stop the event loop, and with it the heartbeats. Only the
+    thread writes, and only what stderr can take without blocking; what waits is held up to
+    `limit` bytes, and lines beyond that are dropped and counted. Once stderr takes data
+    again, a warning says how many were dropped. On a pipe some room is kept for that
+    warning, so that even a worker that exits while its pipe is full leaves it there."""
+
+    def __init__(self, fd: int, interval: float = 0.2, limit: int = 1 << 20) -> None:
         super().__init__()
         self.fd = fd
         self.interval = interval
+        self.limit = limit
         self._lines: list[bytes] = []
         self._size = 0
+        self._dropped = 0
+        # _held guards the lines held, for an instant (not the handler's lock, which
+        # logging.shutdown holds while it flushes). _writing is held by whoever writes (the
+        # thread, or flush() and close()), never by a log call.
+        self._held = threading.Lock()
+        self._writing = threading.Lock()
+        self._closed = False
+        self._wake = threading.Event()
+        self._pipe = _pipe_size(fd)
         threading.Thread(target=self._flusher, name="pgq-log-flush", daemon=True).start()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -80,25 +102,99 @@ class BufferedHandler(logging.Handler):
         except Exception:
             self.handleError(record)
             return
-        with self.lock:  # type: ignore[union-attr]
+        with self._held:
+            if self._size + len(line) > self.limit:
+                self._dropped += 1
+                return
             self._lines.append(line)
             self._size += len(line)
         if record.levelno >= logging.WARNING or self._size >= 1 << 16:
-            self.flush()
+            self._wake.set()
 
-    def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]
+    def flush(self, timeout: float = 2.0) -> None:
+        """Write what is held, waiting at most `timeout` seconds for stderr to take it."""
+        deadline = time.monotonic() + timeout
+        if not self._writing.acquire(timeout=timeout):
+            return  # the thread is in a write that blocks (a stalled socket or terminal)
+        try:
+            self._drain_until(deadline)
+        finally:
+            self._writing.release()
+
+    def _drain_until(self, deadline: float) -> bool:
+        while not self._drain():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _drain(self) -> bool:
+        """Write what stderr can take now; whether nothing is left. Caller holds _writing."""
+        with self._held:
             lines, self._lines, self._size = self._lines, [], 0
-            chunk = b""
-            for line in lines:
-                if chunk and len(chunk) + len(line) > select.PIPE_BUF:
-                    self._write(chunk)
-                    chunk = b""
-                chunk += line
-            if chunk:
-                self._write(chunk)
+        while lines:
+            chunk, n = lines[0], 1
+            while n < len(lines) and len(chunk) + len(lines[n]) <= select.PIPE_BUF:
+                chunk += lines[n]
+                n += 1
+            if not self._can_write(len(chunk), self._pipe // 2 - 2 * _PAGE):
+                break
+            if not self._write(chunk):
+                lines = []  # stderr is gone: nothing to tell
+                break
+            del lines[:n]
+        with self._held:
+            self._lines[:0] = lines
+            self._size += sum(map(len, lines))
+            if lines or not self._dropped:
+                return not lines
+            dropped, self._dropped = self._dropped, 0
+        notice = self._notice(dropped)
+        if self._can_write(len(notice)) and self._write(notice):
+            return True
+        with self._held:
+            self._dropped += dropped
+        return False
 
-    def _write(self, data: bytes) -> None:
+    def _notice(self, dropped: int) -> bytes:
+        record = logging.LogRecord(
+            "pgq.logs",
+            logging.WARNING,
+            __file__,
+            0,
+            "%d log lines dropped: stderr did not take them in time",
+            (dropped,),
+            None,
+        )
+        try:
+            return (self.format(record) + "\n").encode("utf-8", "backslashreplace")
+        except Exception:
+            return f"{dropped} log lines dropped: stderr did not take them in time\n".encode()
+
+    def _can_write(self, size: int, budget: int | None = None) -> bool:
+        """Whether `size` bytes can be written now without blocking, and, on a pipe, with
+        no more than `budget` bytes in it (a larger line when it is empty).
+
+        A pipe holds pages, and writes that do not fit in the last page's remainder start a
+        new one: its bytes may fill as little as half its pages. Filling at most half the
+        pipe's bytes (less two pages, partly read or written) so always leaves a free page
+        for the warning of dropped lines. Another process writing to the same pipe may take
+        the room first; then a write waits, in the thread only."""
+        try:
+            if not select.select([], [self.fd], [], 0)[1]:
+                return False
+        except (OSError, ValueError):
+            return True  # let the write report it
+        if not self._pipe or budget is None:
+            return True
+        try:
+            queued = struct.unpack("i", fcntl.ioctl(self.fd, termios.FIONREAD, b"\0" * 4))[0]
+        except OSError:
+            return True
+        return queued == 0 or queued + size <= budget
+
+    def _write(self, data: bytes) -> bool:
+        """Write `data` whole; False when stderr is gone."""
         view = memoryview(data)
         while view:
             try:
@@ -106,17 +202,48 @@ class BufferedHandler(logging.Handler):
             except InterruptedError:
                 continue
             except OSError:
-                return  # stderr is gone: nothing to tell
+                return False
+        return True
 
     def _flusher(self) -> None:
-        wait = threading.Event().wait
-        while not wait(self.interval):
-            if self._lines:
-                self.flush()
+        while not self._closed:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if (self._lines or self._dropped) and self._writing.acquire(timeout=self.interval):
+                try:
+                    if not self._closed:
+                        self._drain()
+                finally:
+                    self._writing.release()
 
     def close(self) -> None:
-        self.flush()
+        """Flush, giving up after a while: at exit (logging.shutdown), a pipe nobody reads
+        must not hold the process. What is still held then is counted and said."""
+        self._closed = True
+        deadline = time.monotonic() + 2.0
+        if self._writing.acquire(timeout=2.0):
+            try:
+                if not self._drain_until(deadline):
+                    with self._held:
+                        self._dropped += len(self._lines)
+                        self._lines, self._size = [], 0
+                    self._drain()
+            finally:
+                self._writing.release()
         super().close()
+
+
+_PAGE = 4096
+
+
+def _pipe_size(fd: int) -> int:
+    """The capacity of the pipe `fd` in bytes, or 0 when it is not a pipe."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return 0
+        return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    except (AttributeError, OSError):  # not Linux
+        return 0
 
 
 def configure(level: str, fmt: str, jobs: bool = False) -> None:

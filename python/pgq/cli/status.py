@@ -15,8 +15,9 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from .. import queries
 from ..client import Client
-from ..rows import QueueRow, StatsRow, WorkerRow
+from ..rows import QueueRow, StatsRow, SweepRow, WorkerRow
 from .output import (
     build_table,
     dsn_option,
@@ -94,7 +95,15 @@ def status(dsn: str | None, since: str, watch: bool, interval: float | None, ite
             _watch(client, since, 2.0 if interval is None else interval, iterations)
             return
         snapshot = take_snapshot(client, since)
+        # pgq.sweeps: a stopped pg_cron shows as sweeps that no longer run.
+        sweeps: list[SweepRow] = client._run(queries.sweeps())
     _print_once(snapshot, since)
+    click.echo()
+    print_table(
+        "sweeps",
+        ["sweep", "every", "last run", "age", "late"],
+        [[s.sweep, s.every, s.last_run or "never", s.age, s.late or ""] for s in sweeps],
+    )
 
 
 # --- once ----------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The dashboard's Starlette application: pages, actions, auth and CSRF.
 
 Auth: with a password, every path but /healthz needs HTTP Basic auth. Actions are POSTs
-that carry a CSRF token (an HMAC of the user under a per-process secret, in a hidden field
-or the X-CSRF-Token header), run as the DSN's role, and are refused with --read-only.
+that carry a CSRF token (an HMAC of the session's cookie under a per-process secret, in a
+hidden field or the X-CSRF-Token header), run as the DSN's role, and are refused with
+--read-only. Against DNS rebinding, every request but /healthz must name an allowed host
+(hosts.py), and a POST that carries an Origin must come from the host it was sent to.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from . import metrics
+from . import hosts, metrics
 from .queries import FINISHED, FINISHED_WINDOWS, LIVE, Queries, make_pool
 from .render import register_filters
 
@@ -56,6 +58,9 @@ class Config:
     user: str = "admin"
     password: str | None = None
     read_only: bool = False
+    # The address it listens on, and the names clients may use for it (hosts.allowed).
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class Guard(BaseHTTPMiddleware):
@@ -64,8 +69,15 @@ class Guard(BaseHTTPMiddleware):
     def __init__(self, app: Any, config: Config) -> None:
         super().__init__(app)
         self.config = config
+        self.hosts = hosts.allowed(config.host, config.allowed_hosts)
 
     async def dispatch(self, request: Request, call_next: Next) -> Response:
+        # Before auth: a rebound name gets nothing, not even a password prompt.
+        if request.url.path != "/healthz" and not hosts.host_ok(request.headers.get("host", ""), self.hosts):
+            return PlainTextResponse(
+                "this dashboard does not serve the Host this request names (pgq dashboard --allowed-host)\n",
+                status_code=421,
+            )
         needs_auth = self.config.password is not None and request.url.path != "/healthz"
         if needs_auth and not _authorized(request.headers.get("authorization", ""), self.config):
             return PlainTextResponse(
@@ -93,21 +105,64 @@ def _authorized(header: str, config: Config) -> bool:
     return bool(sep) and ok_user and ok_password
 
 
+class Sessions:
+    """Per-browser CSRF tokens. The cookie holds a random session id and its HMAC (so a
+    cookie planted by someone else is refused); the page's token is another HMAC of that
+    id. Another browser's token, or a token without its cookie, does not pass."""
+
+    COOKIE = "pgq_session"
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+
+    def _mac(self, purpose: bytes, session: str) -> str:
+        return hmac.new(self.secret, purpose + session.encode(), hashlib.sha256).hexdigest()
+
+    def new(self) -> str:
+        return secrets.token_hex(16)
+
+    def of(self, request: Request) -> str | None:
+        """The session id of the request's cookie when its signature holds, else None."""
+        session, _, mac = request.cookies.get(self.COOKIE, "").partition(".")
+        if session and hmac.compare_digest(mac.encode(), self._mac(b"cookie:", session).encode()):
+            return session
+        return None
+
+    def token(self, session: str) -> str:
+        return self._mac(b"csrf:", session)
+
+    def set_cookie(self, response: Response, request: Request, session: str) -> None:
+        # HttpOnly: no script reads it; Strict: no other site's request carries it.
+        response.set_cookie(
+            self.COOKIE,
+            f"{session}.{self._mac(b'cookie:', session)}",
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+
+
 def create_app(config: Config) -> Starlette:
     pool = make_pool(config.dsn)
     db = Queries(pool)
-    secret = secrets.token_bytes(32)
-    csrf_token = hmac.new(secret, b"csrf:" + config.user.encode(), hashlib.sha256).hexdigest()
+    sessions = Sessions(secrets.token_bytes(32))
 
     def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        session = known = sessions.of(request)
+        if session is None:
+            session = sessions.new()
         context.update(
             request=request,
             read_only=config.read_only,
-            csrf=csrf_token,
+            csrf=sessions.token(session),
             message=request.query_params.get("msg", ""),
             error=context.get("error") or request.query_params.get("err", ""),
         )
-        return templates.TemplateResponse(request, name, context, status_code=status_code)
+        response = templates.TemplateResponse(request, name, context, status_code=status_code)
+        if known is None:
+            sessions.set_cookie(response, request, session)
+        return response
 
     def guarded(render: Callable[[Request], Response]) -> Callable[[Request], Response]:
         """Database errors (a role without the privilege, a timeout) shown on the page."""
@@ -130,9 +185,12 @@ def create_app(config: Config) -> Starlette:
             back = "/"
         if config.read_only:
             return PlainTextResponse("the dashboard is read-only\n", status_code=403)
+        if not hosts.origin_ok(request.headers.get("origin"), request.headers.get("host", "")):
+            return PlainTextResponse("cross-origin request refused (Origin)\n", status_code=403)
         token = request.headers.get("x-csrf-token") or str(form.get("csrf") or "")
-        if not hmac.compare_digest(token.encode(), csrf_token.encode()):
-            return PlainTextResponse("missing or wrong CSRF token\n", status_code=403)
+        session = sessions.of(request)
+        if session is None or not hmac.compare_digest(token.encode(), sessions.token(session).encode()):
+            return PlainTextResponse("missing or wrong CSRF token (or session cookie)\n", status_code=403)
         try:
             text = await run_in_threadpool(run, dict(form))
             key = "msg"
@@ -187,7 +245,7 @@ def create_app(config: Config) -> Starlette:
         return page(request, "workers.html", workers=db.workers(), held=db.running_by_worker())
 
     def schedules(request: Request) -> Response:
-        return page(request, "schedules.html", schedules=db.schedules())
+        return page(request, "schedules.html", schedules=db.schedules(), sweeps=db.sweeps())
 
     def settings(request: Request) -> Response:
         rows = db.settings()

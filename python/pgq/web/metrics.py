@@ -87,6 +87,25 @@ class QueueCollector:
                 family.add_metric([ep, "0.5"], _seconds(p50))
                 family.add_metric([ep, "0.99"], _seconds(p99))
         yield from (jobs, oldest, paused, rate, outcomes, wait, run)
+        yield from self._sweeps()
+
+    def _sweeps(self) -> Iterator[Metric]:
+        """pgq.sweeps: a stopped pg_cron shows as a last run that no longer moves."""
+        sweeps = self.db.sweeps()
+        if not sweeps:
+            return
+        last = GaugeMetricFamily(
+            "pgq_sweep_last_run_timestamp_seconds",
+            "When the sweep last ran (Unix time; NaN: never).",
+            labels=["sweep"],
+        )
+        late = GaugeMetricFamily(
+            "pgq_sweep_late_seconds", "How far past its interval the sweep is (0: on time).", labels=["sweep"]
+        )
+        for w in sweeps:
+            last.add_metric([w["sweep"]], w["last_run"].timestamp() if w["last_run"] else float("nan"))
+            late.add_metric([w["sweep"]], _seconds(w["late"]) if w["late"] else 0.0)
+        yield from (last, late)
 
 
 def render(db: Queries) -> tuple[bytes, str]:

@@ -383,6 +383,13 @@ class Queries:
             r["payload"] = _pretty(r["payload"])
         return rows
 
+    def sweeps(self) -> list[dict[str, Any]]:
+        """pgq.sweeps; empty for a role that may not read it (or a schema before it)."""
+        try:
+            return self._all("SELECT * FROM pgq.sweeps")
+        except psycopg.Error:
+            return []
+
     def settings(self) -> list[dict[str, Any]]:
         names = self.entrypoints()
         if not names:
