@@ -132,6 +132,17 @@ def sessions(conn: psycopg.Connection, db: str) -> int:
     return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (db,)).fetchone()[0]
 
 
+def failures_once_back(worker: WorkerProcess) -> list[str]:
+    """Failed claims, heartbeats, settlements after the worker's pool connected again: a
+    connection that died while idle must not be lent (each would fail one call)."""
+    lines = worker.log().splitlines()
+    back = [
+        n for n, line in enumerate(lines) if re.search(r"worker \S+: connected to the database again", line)
+    ]
+    assert back, "the worker never said it was connected again"
+    return [line for line in lines[back[-1] :] if re.search(r"[a-z] failed( \(|:)", line)]
+
+
 def connection_lines(worker: WorkerProcess) -> list[str]:
     return [line for line in worker.log().splitlines() if "cannot connect to the database" in line]
 
@@ -148,6 +159,7 @@ def test_a_fast_stop_longer_than_the_lease_under_a_drain(
     assert probe.up is not None
     seconds = settle_and_check(dsn, worker, probe.up, "fast stop, 20 s outage: server accepting again")
     assert seconds < BOUND
+    assert not failures_once_back(worker)
     # Why it cannot connect, once per change of reason, not a line per claim.
     lines = connection_lines(worker)
     assert 1 <= len(lines) <= 8, lines  # pool and LISTEN: shutting down, refused, starting up
@@ -161,6 +173,7 @@ def test_an_immediate_stop_under_a_drain(dsn: str, crashable: None, spawn, tmp_p
     probe.join()
     assert probe.up is not None
     assert settle_and_check(dsn, worker, probe.up, "immediate stop: server accepting again") < BOUND
+    assert not failures_once_back(worker)
 
 
 def test_a_backend_killed_crash_recovery_under_a_drain(
@@ -183,6 +196,7 @@ def test_a_backend_killed_crash_recovery_under_a_drain(
         settle_and_check(dsn, worker, since, "backend SIGKILL: server accepting again after crash recovery")
         < BOUND
     )
+    assert not failures_once_back(worker)
 
 
 def test_every_connection_slot_taken_then_freed(dsn: str, crashable: None, spawn, tmp_path: Path) -> None:
@@ -220,6 +234,7 @@ def test_every_connection_slot_taken_then_freed(dsn: str, crashable: None, spawn
             conn.close()
     seconds = settle_and_check(dsn, worker, freed, "max_connections exhausted: slots freed")
     assert seconds < BOUND
+    assert not failures_once_back(worker)
     assert producer.enqueue("noop") > 0
     producer.close()
     assert len(connection_lines(worker)) <= 8, connection_lines(worker)
