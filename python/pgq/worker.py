@@ -533,10 +533,8 @@ class Worker:
                 # The claim may have committed before the connection broke: the next
                 # heartbeat tells the database what we run, which gives those jobs back.
                 self._beat_now.set()
-                # No connection while the database refuses them: the pool said why, once.
-                refused = isinstance(exc, PoolTimeout) and self._link.reason is not None
                 log.log(
-                    logging.DEBUG if refused else logging.WARNING,
+                    logging.DEBUG if self._refused(exc) else logging.WARNING,
                     "claim failed (%s); retrying in %.1f s",
                     str(exc).strip(),
                     delay,
@@ -963,6 +961,12 @@ class Worker:
                 )
             return True
         return told
+
+    def _refused(self, exc: BaseException) -> bool:
+        """Whether a call failed for want of a connection while the database refuses them:
+        the pool has said why (once per change of reason), so the call's own line would
+        only repeat it every few seconds."""
+        return isinstance(exc, PoolTimeout) and self._link.reason is not None
 
     async def _notifications_arrive(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Send ourselves a NOTIFY through the pool and wait for it on the LISTEN connection.

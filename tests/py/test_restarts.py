@@ -11,6 +11,7 @@ figures are printed (`-s`). These tests restart the cluster under test (see clus
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -333,3 +334,34 @@ def test_the_listen_session_outlives_a_short_idle_session_timeout(dsn: str, spaw
         assert not re.search(r"(claim|heartbeat|complete) failed", worker.log()), worker.log()
     finally:
         execute(dsn, f'ALTER DATABASE "{db}" RESET idle_session_timeout')
+
+
+def test_a_refused_pool_says_why_once_and_its_timeout_carries_it(caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing listens on the port: the pool tries every half second at most, logs the
+    reason once (not per attempt), and its PoolTimeout says it; closing ends the attempts."""
+    link = pgq.pools.Link("refused", logging.getLogger("pgq.test"))
+    refused = "host=127.0.0.1 port=1 connect_timeout=2"
+    with caplog.at_level(logging.INFO, logger="pgq.test"):
+        pool = pgq.pools.Pool(refused, link=link, min_size=1, timeout=2.0, open=True)
+        try:
+            with pytest.raises(PoolTimeout, match="refuses connections: Connection refused"):
+                pool.getconn()
+        finally:
+            pool.close(timeout=2.0)
+
+        async def main() -> None:
+            alink = pgq.pools.Link("refused async", logging.getLogger("pgq.test"))
+            apool = pgq.pools.AsyncPool(refused, link=alink, min_size=1, timeout=2.0, open=False)
+            await apool.open()
+            try:
+                with pytest.raises(PoolTimeout, match="refuses connections: Connection refused"):
+                    await apool.getconn()
+            finally:
+                await apool.close(timeout=2.0)
+
+        asyncio.run(main())
+    told = [r.getMessage() for r in caplog.records if "cannot connect" in r.getMessage()]
+    assert told == [
+        "refused: cannot connect to the database: Connection refused; trying again every 0.5 s",
+        "refused async: cannot connect to the database: Connection refused; trying again every 0.5 s",
+    ]
