@@ -103,9 +103,16 @@ class Link:
         self._next = 0.0  # monotonic time before which no attempt goes
 
     def wait(self) -> float:
-        """Seconds until the next attempt may go (0: now)."""
+        """Seconds until this attempt may go; 0: go now. While connecting fails, one attempt
+        goes per interval (it takes the turn), the others wait for its outcome."""
         with self._lock:
-            return max(0.0, self._next - time.monotonic())
+            if self.reason is None:
+                return 0.0
+            now = time.monotonic()
+            if now < self._next:
+                return self._next - now
+            self._next = now + max(self._delay, RETRY_FIRST)
+            return 0.0
 
     def failed(self, exc: BaseException) -> bool:
         """Record a failed attempt (logged when the reason changes); whether it is one that
@@ -159,9 +166,9 @@ def connection_class(link: Link) -> type[psycopg.Connection[Any]]:
         @classmethod
         def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
             while True:
-                pause = link.wait()
-                if pause and link.closed.wait(pause):
-                    raise PoolClosed(f"{link.name}: closed while connecting")
+                while (pause := link.wait()) > 0:
+                    if link.closed.wait(pause):
+                        raise PoolClosed(f"{link.name}: closed while connecting")
                 try:
                     conn = super().connect(conninfo, **kwargs)
                 except psycopg.OperationalError as exc:
@@ -171,6 +178,7 @@ def connection_class(link: Link) -> type[psycopg.Connection[Any]]:
                 link.connected()
                 return conn
 
+    Connection.__qualname__ = "Connection"  # as psycopg_pool's log lines show it
     return Connection
 
 
@@ -196,6 +204,7 @@ def async_connection_class(link: Link) -> type[psycopg.AsyncConnection[Any]]:
                 link.connected()
                 return conn
 
+    AsyncConnection.__qualname__ = "AsyncConnection"
     return AsyncConnection
 
 
