@@ -13,6 +13,7 @@ arguments, errors and `conn=` (a psycopg AsyncConnection, to join your transacti
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -23,8 +24,8 @@ from typing import Any, TypeAlias
 import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
-from psycopg_pool import AsyncConnectionPool
 
+from . import pools
 from . import queries as q
 from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
@@ -36,6 +37,7 @@ __all__ = ["AsyncClient"]
 
 Conn: TypeAlias = "psycopg.AsyncConnection[Any] | None"
 Interval: TypeAlias = "timedelta | str | None"
+log = logging.getLogger("pgq.client")
 
 
 class AsyncClient:
@@ -53,8 +55,10 @@ class AsyncClient:
     ) -> None:
         self.dsn = resolve_dsn(dsn)
         self._prepare = prepare
-        self._pool: AsyncConnectionPool = AsyncConnectionPool(
+        # pgq.pools: connects again quickly, never lends a connection that died while idle.
+        self._pool = pools.AsyncPool(
             self.dsn,
+            link=pools.Link("pgq-async-client", log),
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
@@ -66,7 +70,7 @@ class AsyncClient:
         self._lock = asyncio.Lock()
         self._state = "new"  # new -> open -> closed
 
-    async def _open(self) -> AsyncConnectionPool:
+    async def _open(self) -> pools.AsyncPool:
         if self._state == "open":
             return self._pool
         async with self._lock:
@@ -106,20 +110,32 @@ class AsyncClient:
         try:
             if conn is not None:
                 return await _run_on(conn, call, savepoint=True)
+            progress = pools.Progress()
             try:
-                async with (await self._open()).connection() as pooled:
-                    prepare = q.pooled_prepare(call, self._prepare)
-                    return await _run_on(pooled, call, savepoint=False, prepare=prepare)
-            except q.STATEMENT_LOST:
-                # Not run: a pooler sits in between after all. Prepare nothing any more.
-                self._prepare = False
-                async with (await self._open()).connection() as pooled:
-                    return await _run_on(pooled, call, savepoint=False, prepare=False)
+                return await self._run_pooled(call, progress)
+            except psycopg.OperationalError as exc:
+                if not pools.retry_unsent(exc, progress):
+                    raise
+                # Lost before the statement was sent: it cannot have committed. Once more.
+                log.info("connection lost before the call was sent (%s); sending it once more", exc)
+                return await self._run_pooled(call, pools.Progress())
         except psycopg.Error as exc:
             err = q.database_error(exc)
             if err is exc:
                 raise
             raise err from exc
+
+    async def _run_pooled(self, call: Call, progress: pools.Progress) -> Any:
+        try:
+            async with (await self._open()).connection() as pooled:
+                prepare = q.pooled_prepare(call, self._prepare)
+                return await _run_on(pooled, call, savepoint=False, prepare=prepare, progress=progress)
+        except q.STATEMENT_LOST:
+            # Not run: a pooler sits in between after all. Prepare nothing any more.
+            self._prepare = False
+            progress.sent = False  # that statement was not run
+            async with (await self._open()).connection() as pooled:
+                return await _run_on(pooled, call, savepoint=False, prepare=False, progress=progress)
 
     # --- producing and following jobs (see pgq.Client) -------------------------------
 
@@ -404,7 +420,12 @@ for _name, _method in list(vars(AsyncClient).items()):
 
 
 async def _run_on(
-    conn: psycopg.AsyncConnection[Any], call: Call, *, savepoint: bool, prepare: bool | None = None
+    conn: psycopg.AsyncConnection[Any],
+    call: Call,
+    *,
+    savepoint: bool,
+    prepare: bool | None = None,
+    progress: pools.Progress | None = None,
 ) -> Any:
     for argument, text in call.intervals:
         try:
@@ -417,5 +438,7 @@ async def _run_on(
             raise q.interval_error(argument, text, exc) from exc
     cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
     async with cursor as cur:
+        if progress is not None:
+            progress.sent = True
         await cur.execute(call.query, call.params, prepare=prepare)
         return q.shape_rows(call, await cur.fetchall())

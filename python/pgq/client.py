@@ -13,6 +13,7 @@ other database errors are raised as psycopg raises them.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -24,8 +25,8 @@ from typing import Any, TypeAlias
 import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
-from psycopg_pool import ConnectionPool
 
+from . import pools
 from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
@@ -48,6 +49,7 @@ Conn: TypeAlias = "psycopg.Connection[Any] | None"
 Interval: TypeAlias = "timedelta | str | None"
 # While waiting, re-read the job's status this often even without a notification.
 RECHECK_SECONDS = 10.0
+log = logging.getLogger("pgq.client")
 
 
 class Client:
@@ -71,8 +73,11 @@ class Client:
     ) -> None:
         self.dsn = resolve_dsn(dsn)
         self._prepare = prepare
-        self._pool: ConnectionPool = ConnectionPool(
+        # pgq.pools: connects again within half a second of the server accepting again, never
+        # lends a connection that died while idle, and a PoolTimeout says why.
+        self._pool = pools.Pool(
             self.dsn,
+            link=pools.Link("pgq-client", log),
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
@@ -89,7 +94,7 @@ class Client:
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def _open(self) -> ConnectionPool:
+    def _open(self) -> pools.Pool:
         if self._state == "open":
             return self._pool
         with self._lock:
@@ -133,21 +138,34 @@ class Client:
         try:
             if conn is not None:
                 return _run_on(conn, call, savepoint=True)
+            progress = pools.Progress()
             try:
-                with self._open().connection() as pooled:
-                    return _run_on(
-                        pooled, call, savepoint=False, prepare=q.pooled_prepare(call, self._prepare)
-                    )
-            except q.STATEMENT_LOST:
-                # Not run: a pooler sits in between after all. Prepare nothing any more.
-                self._prepare = False
-                with self._open().connection() as pooled:
-                    return _run_on(pooled, call, savepoint=False, prepare=False)
+                return self._run_pooled(call, progress)
+            except psycopg.OperationalError as exc:
+                if not pools.retry_unsent(exc, progress):
+                    raise
+                # The connection was lost before the statement was sent: it cannot have
+                # committed. Once more, on a fresh connection.
+                log.info("connection lost before the call was sent (%s); sending it once more", exc)
+                return self._run_pooled(call, pools.Progress())
         except psycopg.Error as exc:
             err = q.database_error(exc)
             if err is exc:
                 raise
             raise err from exc
+
+    def _run_pooled(self, call: Call, progress: pools.Progress) -> Any:
+        """Run one Call on a pooled connection (committed)."""
+        try:
+            with self._open().connection() as pooled:
+                prepare = q.pooled_prepare(call, self._prepare)
+                return _run_on(pooled, call, savepoint=False, prepare=prepare, progress=progress)
+        except q.STATEMENT_LOST:
+            # Not run: a pooler sits in between after all. Prepare nothing any more.
+            self._prepare = False
+            progress.sent = False  # that statement was not run
+            with self._open().connection() as pooled:
+                return _run_on(pooled, call, savepoint=False, prepare=False, progress=progress)
 
     # --- producing -------------------------------------------------------------------
 
@@ -513,11 +531,17 @@ class Client:
 
 
 def _run_on(
-    conn: psycopg.Connection[Any], call: Call, *, savepoint: bool, prepare: bool | None = None
+    conn: psycopg.Connection[Any],
+    call: Call,
+    *,
+    savepoint: bool,
+    prepare: bool | None = None,
+    progress: pools.Progress | None = None,
 ) -> Any:
     """Execute a Call on one connection. Interval texts are cast first, each on its own (in
     a savepoint on the caller's connection, so that its transaction survives a typo).
-    prepare: psycopg's (None: the connection's prepare_threshold decides)."""
+    prepare: psycopg's (None: the connection's prepare_threshold decides). progress: marked
+    sent just before the call's own statement goes out."""
     for argument, text in call.intervals:
         try:
             if savepoint:
@@ -529,5 +553,7 @@ def _run_on(
             raise q.interval_error(argument, text, exc) from exc
     cursor = conn.cursor(row_factory=class_row(call.row_class)) if call.row_class else conn.cursor()
     with cursor as cur:
+        if progress is not None:
+            progress.sent = True
         cur.execute(call.query, call.params, prepare=prepare)
         return q.shape_rows(call, cur.fetchall())

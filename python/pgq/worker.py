@@ -38,9 +38,9 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
-from . import tracing, worker_lease
+from . import pools, tracing, worker_lease
 from ._deadline import Call, bounded
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result, printable
 from ._wire import JsonbLoader, Undecodable
@@ -141,6 +141,17 @@ def _array(numbers: list[int]) -> str:
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_loader("jsonb", JsonbLoader)
+
+
+# What the LISTEN session needs whatever the role's or database's defaults say: it sits
+# idle for as long as no job is enqueued, so idle_session_timeout would close it (and the
+# NOTIFYs sent until it is back are lost); it runs no transaction, but a setting that ends
+# idle transactions must not end it either. Settings the server does not know are skipped.
+_LISTEN_SETTINGS = (
+    "SELECT pg_catalog.set_config(n.name, '0', false) FROM unnest(%s::text[]) AS n (name)"
+    " WHERE n.name IN (SELECT s.name FROM pg_catalog.pg_settings AS s)"
+)
+_LISTEN_ZERO = ["idle_session_timeout", "idle_in_transaction_session_timeout", "transaction_timeout"]
 
 
 class _Fenced(Exception):
@@ -330,26 +341,37 @@ class Worker:
             "client_encoding": "utf8",
             **tcp_defaults(dsn),
         }
-        self._pool = AsyncConnectionPool(
-            dsn, min_size=2, max_size=_POOL_SIZE, open=False, kwargs=conn_kwargs, configure=_configure
+        # pgq.pools: after an outage the pool connects again within half a second of the
+        # server accepting, logs the server's reason once per change, and lends no connection
+        # that died while idle (a restart would otherwise fail a claim, a heartbeat or a
+        # completion per pooled connection).
+        self._link = pools.Link(f"worker {self.name}", log)
+        self._pool = pools.AsyncPool(
+            dsn,
+            link=self._link,
+            min_size=2,
+            max_size=_POOL_SIZE,
+            open=False,
+            kwargs=conn_kwargs,
+            configure=_configure,
         )
         # Failures and snoozes may take two of the connections, completions (one batch at a
         # time) a third: a settlement can wait for a row lock for as long as another
-        # transaction holds the job (an application's pgq.cancel left open), and the
-        # heartbeat and the claims must still get through, or the worker loses the leases of
-        # every job it runs; nor may failures stuck so hold up the completions.
+        # transaction holds the job (an application's pgq.cancel left open), and the claims
+        # must still get through (the heartbeat has a connection of its own: worker_lease);
+        # nor may failures stuck so hold up the completions.
         self._settling = asyncio.Semaphore(_POOL_SIZE - 2)
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pgq-handler")
-        self._sync_pool: ConnectionPool | None = None
+        self._sync_pool: pools.Pool | None = None
         if any(h.transactional for h in self._handlers.values()):
-            # Checked when lent: after a restart or a terminated backend, a handler must not
-            # get a dead connection (its job would be charged a failed attempt).
-            self._sync_pool = ConnectionPool(
+            # Checked when lent (pgq.pools): after a restart or a terminated backend, a
+            # handler must not get a dead connection (its job would be charged a failed attempt).
+            self._sync_pool = pools.Pool(
                 dsn,
+                link=pools.Link(f"worker {self.name} (transactional handlers)", log),
                 min_size=1,
                 max_size=self.concurrency,
                 kwargs={"prepare_threshold": None, **tcp_defaults(dsn, user_timeout=False)},
-                check=ConnectionPool.check_connection,
                 open=True,
             )
         try:
@@ -572,7 +594,12 @@ class Worker:
                 # The claim may have committed before the connection broke: the next
                 # heartbeat tells the database what we run, which gives those jobs back.
                 self._beat_now.set()
-                log.warning("claim failed (%s); retrying in %.1f s", str(exc).strip(), delay)
+                log.log(
+                    logging.DEBUG if self._refused(exc) else logging.WARNING,
+                    "claim failed (%s); retrying in %.1f s",
+                    str(exc).strip(),
+                    delay,
+                )
                 await self._sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
@@ -896,7 +923,10 @@ class Worker:
                     rows = await self._beat(worker_id)
                 except _TRANSIENT as exc:
                     self._reconcile = True  # a failover may have lost what we committed
-                    log.warning("heartbeat failed (%s)", str(exc).strip())
+                    # Once per outage: the pool logs the server's reason as it changes, and
+                    # a beat is retried every few seconds until the database answers.
+                    level = logging.WARNING if failures == 1 else logging.DEBUG
+                    log.log(level, "heartbeat failed (%s); retrying on a fresh connection", str(exc).strip())
                     continue
                 except (WorkerGone, UnknownWorker) as exc:
                     failures = 0
@@ -978,12 +1008,14 @@ class Worker:
 
     async def _listen(self, listen_dsn: str) -> None:
         delay = 0.1
+        # Connects again as quickly as the pool, saying why it cannot once per change.
+        connection = pools.async_connection_class(pools.Link(f"worker {self.name} (LISTEN)", log))
+        settings_told = False
         while True:
             try:
-                connect = psycopg.AsyncConnection.connect(
-                    listen_dsn, autocommit=True, **tcp_defaults(listen_dsn)
-                )
+                connect = connection.connect(listen_dsn, autocommit=True, **tcp_defaults(listen_dsn))
                 async with await connect as conn:
+                    settings_told = await self._configure_listen(conn, settings_told)
                     await conn.execute("LISTEN pgq")
                     if not await self._notifications_arrive(conn):
                         log.warning(
@@ -1010,6 +1042,33 @@ class Worker:
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", str(exc).strip(), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    async def _configure_listen(self, conn: psycopg.AsyncConnection[Any], told: bool) -> bool:
+        """Turn off, for the LISTEN session, the timeouts a role or database default may set
+        (_LISTEN_ZERO). Where the server does not allow it (a pooler, a managed service's
+        restrictions), say so once: the connection is then closed now and again and
+        NOTIFYs sent meanwhile are lost (claims still poll). Returns whether it was told."""
+        try:
+            await conn.execute(_LISTEN_SETTINGS, (_LISTEN_ZERO,))
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            if not told:
+                log.warning(
+                    "LISTEN session: could not turn off %s (%s); a timeout set for the role may"
+                    " close it while it waits, and notifications are then late by up to %.2f s",
+                    ", ".join(_LISTEN_ZERO),
+                    str(exc).strip(),
+                    self._poll,
+                )
+            return True
+        return told
+
+    def _refused(self, exc: BaseException) -> bool:
+        """Whether a call failed for want of a connection while the database refuses them:
+        the pool has said why (once per change of reason), so the call's own line would
+        only repeat it every few seconds."""
+        return isinstance(exc, PoolTimeout) and self._link.reason is not None
 
     async def _notifications_arrive(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         """Send ourselves a NOTIFY through the pool and wait for it on the LISTEN connection.

@@ -72,6 +72,12 @@ __all__ = ["KINDS", "KNOWN_BUGS", "SoakConfig", "SoakReport", "run_soak"]
 HERE = Path(__file__).resolve().parent
 KINDS = ("kill", "terminate", "restart-fast", "restart-immediate", "read-only")
 WEIGHTS = {"kill": 3, "terminate": 3, "restart-fast": 2, "restart-immediate": 2, "read-only": 2}
+# Faults only on request (--kinds), too long for the short form: "outage" stops the server
+# (-m fast) for OUTAGE_HOLD seconds, many leases, then starts it (the producers here give a
+# key up after 60 s of failures).
+LONG_KINDS = ("outage",)
+WEIGHTS["outage"] = 1
+OUTAGE_HOLD = 45.0
 PRODUCERS = ("sql", "trigger", "batch")
 READ_ONLY = "25006"  # read_only_sql_transaction
 READ_ONLY_HOLD = 1.5  # seconds the database stays read-only
@@ -419,10 +425,17 @@ def plan_faults(cfg: SoakConfig, rng: random.Random) -> list[tuple[float, str]]:
         t += rng.uniform(*cfg.fault_gap)
         if t > last:
             break
-        kind = (
-            pending.pop(0) if pending else rng.choices(cfg.kinds, weights=[WEIGHTS[k] for k in cfg.kinds])[0]
-        )
+        # A long fault must end before the quiet end; the next fault comes after it.
+        kinds = [k for k in cfg.kinds if k not in LONG_KINDS or t + OUTAGE_HOLD <= last]
+        if pending:
+            kind = pending.pop(0)
+        elif kinds:
+            kind = rng.choices(kinds, weights=[WEIGHTS[k] for k in kinds])[0]
+        else:
+            break
         plan.append((t, kind))
+        if kind in LONG_KINDS:
+            t += OUTAGE_HOLD
     if pending:
         raise ValueError(f"{cfg.seconds} s is too short to inject every kind of fault")
     return plan
@@ -441,7 +454,7 @@ class Soak:
         self.exits: list[str] = []  # workers that exited without being killed
         self.stop_codes: list[int | None] = []
         self.undrained: list[tuple[Any, ...]] = []
-        self.kinds = KINDS
+        self.kinds = KINDS + tuple(kind for kind in cfg.kinds if kind not in KINDS)
         self._n = 0
 
     # workers
@@ -488,6 +501,11 @@ class Soak:
                 _query(self.dsn, RESET_READ_ONLY)
             m = self._terminate(WORKER_APP, PRODUCER_APP)
             detail = f"read-only for {READ_ONLY_HOLD:g} s, pg_terminate_backend x{n} then x{m}"
+        elif kind == "outage":
+            db_sh("stop")
+            time.sleep(OUTAGE_HOLD)
+            db_sh("start")
+            detail = f"pg_ctl stop -m fast, {OUTAGE_HOLD:g} s, start"
         else:
             db_sh("restart" if kind == "restart-fast" else "crash")
             detail = "pg_ctl stop -m " + ("fast" if kind == "restart-fast" else "immediate") + ", start"
@@ -717,8 +735,8 @@ def main(argv: list[str] | None = None) -> int:
         fault_gap=tuple(args.gap) if args.gap else (5.0, 20.0) if args.minutes >= 2 else SoakConfig.fault_gap,
         kinds=tuple(args.kinds.split(",")),
     )
-    if not set(cfg.kinds) <= set(KINDS):
-        parser.error(f"--kinds: choose from {', '.join(KINDS)}")
+    if not set(cfg.kinds) <= set(KINDS + LONG_KINDS):
+        parser.error(f"--kinds: choose from {', '.join(KINDS + LONG_KINDS)}")
     ledger = Path(tempfile.mkdtemp(prefix="pgq-soak-"))
     started = time.monotonic()
     report = run_soak(dsn, ledger, cfg)
