@@ -140,3 +140,105 @@ def test_two_claims_of_the_same_entrypoints_do_not_deadlock(
         assert "error" not in out, f"{out['error'].sqlstate}: {out['error']}"
         assert len(out["result"]) == 2
     assert conn.execute(BELOW_MARK).fetchone()[0] is None
+
+
+# --- every other meeting: one side holds what its operation locked (its transaction left
+# open), the other must finish without waiting for it (a wait for the mark lock is at most
+# 50 ms). A mark operation that never waits for another's lock cannot be in a cycle. ------
+
+
+def claim_in(c: psycopg.Connection, worker: uuid.UUID) -> None:
+    c.execute(CLAIM, (worker, EPS)).fetchall()
+
+
+def lower_in(c: psycopg.Connection) -> None:
+    """A producer whose jobs sort below both marks (they lower them in place)."""
+    for ep in EPS:
+        c.execute("SELECT pgq.enqueue(%s, '{}', priority => 5)", (ep,))
+
+
+def reap_in(c: psycopg.Connection) -> None:
+    """A sweep that gives back a dead worker's jobs of both entrypoints (lowering the marks)."""
+    assert c.execute("SELECT pgq.reap()").fetchone()[0] > 0
+
+
+def due_later(c: psycopg.Connection) -> None:
+    c.execute("UPDATE pgq._jobs SET run_at = now() + interval '1 hour' WHERE entrypoint = ANY (%s)", (EPS,))
+
+
+def due_now(c: psycopg.Connection) -> None:
+    c.execute(
+        "UPDATE pgq._jobs SET run_at = now() - interval '1 hour'"
+        " WHERE entrypoint = ANY (%s) AND status = 'queued'",
+        (EPS,),
+    )
+
+
+def a_dead_worker_holding_jobs(c: psycopg.Connection) -> None:
+    gone = register(c, "gone")
+    assert len(c.execute(CLAIM.replace(" 2)", " 4)"), (gone, EPS)).fetchall()) == 4
+    c.execute("UPDATE pgq._workers SET heartbeat_at = now() - interval '1 hour' WHERE id = %s", (gone,))
+
+
+MEETINGS = [
+    # (holder, mover): a claim that verified the marks (it took nothing) meets a claim that
+    # raises them: before the fix the raise waited for the verified rows (half the cycle).
+    ("verify", "claim"),
+    ("claim", "claim"),
+    ("claim", "enqueue"),
+    ("verify", "enqueue"),
+    ("enqueue", "claim"),
+    ("claim", "reap"),
+    ("reap", "claim"),
+    ("enqueue", "reap"),
+    ("reap", "enqueue"),
+]
+
+
+@pytest.mark.parametrize(("holder", "mover"), MEETINGS)
+def test_no_mark_operation_waits_for_another(
+    dsn: str, conn: psycopg.Connection, other: psycopg.Connection, holder: str, mover: str
+) -> None:
+    setup_marks(conn)
+    conn.execute("DELETE FROM pgq._workers")
+    held, moving = register(conn, "held"), register(conn, "moving")
+    if "reap" in (holder, mover):
+        a_dead_worker_holding_jobs(conn)
+        conn.execute(
+            "UPDATE pgq._marks"
+            " SET raised_at = now() - interval '1 hour', verified_at = now() - interval '1 hour'"
+        )
+    if holder == "verify":
+        due_later(conn)
+    ops = {
+        "verify": lambda c: claim_in(c, held),
+        "claim": lambda c: claim_in(c, held if c is other else moving),
+        "enqueue": lower_in,
+        "reap": reap_in,
+    }
+    with other.transaction():
+        ops[holder](other)
+        if holder == "verify":
+            assert (
+                other.execute("SELECT count(*) FROM pgq._jobs WHERE worker_id = %s", (held,)).fetchone()[0]
+                == 0
+            )
+            due_now(conn)
+        query = {
+            "claim": (CLAIM, (moving, EPS)),
+            "enqueue": (
+                "SELECT pgq.enqueue(%s, '{}', priority => 5)"
+                " UNION ALL SELECT pgq.enqueue(%s, '{}', priority => 5)",
+                tuple(EPS),
+            ),
+            "reap": ("SELECT pgq.reap()", ()),
+        }[mover]
+        t, out = start(dsn, "mover", *query)
+        t.join(10)
+        waited = t.is_alive()
+        if waited:
+            assert wait_until_waiting_on_lock(conn, out["pid"], 1)
+    t.join(30)
+    assert not waited, f"the {mover} waited for the {holder}'s transaction"
+    assert "error" not in out, f"{out['error'].sqlstate}: {out['error']}"
+    assert conn.execute(BELOW_MARK).fetchone()[0] is None
