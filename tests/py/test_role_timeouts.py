@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,6 +22,7 @@ from psycopg.conninfo import make_conninfo
 
 from conftest import admin_execute
 from hooks import HOOK, hook
+from workers import WorkerProcess, ledger_lines, wait_until
 
 DEAD = 40
 EACH = 500
@@ -180,3 +182,79 @@ def test_a_sweep_task_that_outlasts_the_timeout_cannot_fail_the_call(
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (HOOK,))
             conn.execute(original)
+
+
+# The report's statement_timeout, with what a DBA sets beside it (see test_soak.DBA_SETTINGS).
+FLEET_SETTINGS = {
+    "statement_timeout": TIMEOUT,
+    "lock_timeout": "1s",
+    "idle_in_transaction_session_timeout": "5s",
+    "idle_session_timeout": "10s",
+}
+
+
+@pytest.fixture
+def strict(dsn: str) -> Iterator[str]:
+    """The DSN of a worker login role with FLEET_SETTINGS on it."""
+    name = f"pgq_sqlcore_strict_{uuid.uuid4().hex[:8]}"
+    statements: list[sql.Composable] = [
+        sql.SQL("CREATE ROLE {} LOGIN IN ROLE pgq_worker").format(sql.Identifier(name))
+    ]
+    for setting, value in FLEET_SETTINGS.items():
+        statements.append(
+            sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                sql.Identifier(name), sql.Identifier(setting), sql.Literal(value)
+            )
+        )
+    admin_execute(*statements)
+    try:
+        yield make_conninfo(dsn, user=name)
+    finally:
+        admin_execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def test_a_real_worker_under_the_settings_runs_a_silent_fleets_jobs(
+    conn: psycopg.Connection, strict: str, tmp_path: Path
+) -> None:
+    """A `pgq worker` process logged in as a role with FLEET_SETTINGS starts beside a fleet
+    that went silent holding DEAD x EACH jobs: it registers, its heartbeats keep it alive, and
+    every job runs and ends with exactly one outcome (0 lost, 0 stuck, 0 double outcomes).
+    Before the fix the registration failed with 57014 for ever and every job stayed held."""
+    ep = "noop"
+    conn.execute("SELECT pgq.configure(%s, lease => '2 seconds')", (ep,))
+    silent_fleet(conn, ep)
+    ids = [r[0] for r in conn.execute("SELECT id FROM pgq._jobs WHERE entrypoint = %s", (ep,))]
+    t0 = time.monotonic()
+    proc = WorkerProcess(strict, tmp_path)
+    try:
+        wait_until(
+            lambda: (
+                not conn.execute("SELECT 1 FROM pgq._jobs WHERE entrypoint = %s LIMIT 1", (ep,)).fetchone()
+                or proc.proc.poll() is not None
+            ),
+            240,
+            "the fleet's jobs to be run",
+            interval=0.5,
+        )
+        print(f"\n{len(ids)} jobs of a silent fleet run in {time.monotonic() - t0:.1f} s")
+        assert proc.proc.poll() is None, proc.log()[-3000:]
+        alive = conn.execute(
+            "SELECT count(*) FROM pgq._workers WHERE name <> 'live' AND state = 'alive'"
+            " AND entrypoints @> ARRAY[%s]",
+            (ep,),
+        ).fetchone()[0]
+        assert alive == 1, "the worker was reaped: its heartbeats failed"
+    finally:
+        code = proc.terminate()
+    log = proc.log()
+    print("worker log lines mentioning errors:", [line for line in log.splitlines() if "rror" in line][:10])
+    assert code == 0, log[-3000:]
+    outcomes = dict(
+        conn.execute(
+            "SELECT job_id, count(*) FROM pgq._outcomes WHERE job_id = ANY (%s) GROUP BY job_id", (ids,)
+        ).fetchall()
+    )
+    assert len(outcomes) == len(ids), "lost or stuck jobs"
+    assert set(outcomes.values()) == {1}, "double outcomes"
+    ran = {row[0] for row in ledger_lines(tmp_path)}
+    assert ran >= set(ids)
