@@ -13,7 +13,9 @@
 -- does not list it: nothing is raised): the light form acts on at most 200 jobs per call
 -- (a heartbeat, a registration; a fleet of silent workers drains a batch per beat, and
 -- through the sweeps), and starts no batch after a quarter of the statement's timeout;
--- thorough does all the work, in batches of 500 jobs, but starts none after half of it.
+-- thorough does all the work, but starts no batch after half of it. Batches start at 50
+-- jobs and double, up to 1000, while one takes under a quarter of the time left, so that
+-- even a short timeout lets one finish.
 -- Each step runs in a subtransaction: when the timeout (or a lock_timeout) strikes anyway,
 -- that step is undone, what the steps before it did is kept, and the call returns: a
 -- sweep that is cut short still frees what it reached (a WARNING says so).
@@ -33,7 +35,9 @@ DECLARE
     -- Jobs this call may still act on (NULL: no bound).
     v_left integer := CASE WHEN thorough THEN NULL ELSE 200 END;
     v_until timestamptz := pgq._sweep_deadline(CASE WHEN thorough THEN 0.5 ELSE 0.25 END);
+    v_size integer := 50;
     v_batch integer;
+    v_began timestamptz;
     v_n integer;
 BEGIN
     -- Key: 'pgq' in ASCII, then 1 for the sweep.
@@ -77,7 +81,8 @@ BEGIN
     LOOP
         LOOP
             EXIT workers WHEN v_left <= 0 OR clock_timestamp() >= v_until;
-            v_batch := least(v_left, 500);
+            v_batch := least(v_left, v_size);
+            v_began := clock_timestamp();
             BEGIN
                 v_n := pgq._release_gone(v_worker.id, v_worker.state = 'dead', v_batch);
             EXCEPTION WHEN query_canceled OR lock_not_available THEN
@@ -87,6 +92,10 @@ BEGIN
             v_count := v_count + v_n;
             v_left := v_left - v_n;
             EXIT WHEN v_n < v_batch;
+            IF v_size < 1000 AND (v_until = 'infinity'
+                                  OR (clock_timestamp() - v_began) * 4 < v_until - clock_timestamp()) THEN
+                v_size := v_size * 2;
+            END IF;
         END LOOP;
     END LOOP;
 
