@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from cluster import restart_problem, wait_for_server
+from conftest import admin_execute, create_database, drop_database
 from soak import KINDS, KNOWN_BUGS, SoakConfig, run_soak
 
 
@@ -48,9 +50,12 @@ DBA_SETTINGS = {
 }
 
 
-def test_soak_under_role_timeouts(dsn: str, tmp_path: Path) -> None:
+def test_soak_under_role_timeouts(template_db: str, tmp_path: Path) -> None:
     """The short soak with workers and producers logged in as roles with DBA_SETTINGS: 0 lost,
-    0 stuck, 0 double outcomes, as the audit defines them."""
+    0 stuck, 0 double outcomes, as the audit defines them. In a database of its own (the
+    soak's tables are created by each run)."""
+    name = f"pgq_soak_roles_{os.getpid()}"
+    dsn = create_database(name, template=template_db)
     problem = restart_problem(dsn)
     if problem:
         pytest.skip(problem)
@@ -61,6 +66,8 @@ def test_soak_under_role_timeouts(dsn: str, tmp_path: Path) -> None:
         report = run_soak(dsn, tmp_path, cfg)
     finally:
         wait_for_server(dsn)
+        drop_database(name)
+        admin_execute("DROP ROLE IF EXISTS pgq_sqlcore_worker", "DROP ROLE IF EXISTS pgq_sqlcore_producer")
     detail = "\n".join([*report.problems, report.summary])
     assert report.stats["jobs"] > 1000, detail
     assert report.stats["lost"] == 0, detail
