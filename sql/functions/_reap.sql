@@ -13,9 +13,10 @@
 -- does not list it: nothing is raised): the light form acts on at most 200 jobs per call
 -- (a heartbeat, a registration; a fleet of silent workers drains a batch per beat, and
 -- through the sweeps), and starts no batch after a quarter of the statement's timeout;
--- thorough does all the work, but starts no batch after half of it. Batches start at 50
--- jobs and double, up to 1000, while one takes under a quarter of the time left, so that
--- even a short timeout lets one finish.
+-- thorough does all the work, but starts no batch after half of it. The first batch of a
+-- call starts whatever the time (a new session, such as pg_cron's, spends the first
+-- milliseconds planning). Batches start at 50 jobs and double, up to 1000, while one takes
+-- under a quarter of the time left, so that even a short timeout lets one finish.
 -- Each step runs in a subtransaction: when the timeout (or a lock_timeout) strikes anyway,
 -- that step is undone, what the steps before it did is kept, and the call returns: a
 -- sweep that is cut short still frees what it reached (a WARNING says so).
@@ -38,6 +39,7 @@ DECLARE
     v_size integer := 50;
     v_batch integer;
     v_began timestamptz;
+    v_batches integer := 0;
     v_n integer;
 BEGIN
     -- Key: 'pgq' in ASCII, then 1 for the sweep.
@@ -80,9 +82,10 @@ BEGIN
         ORDER BY w.id
     LOOP
         LOOP
-            EXIT workers WHEN v_left <= 0 OR clock_timestamp() >= v_until;
+            EXIT workers WHEN v_left <= 0 OR (v_batches > 0 AND clock_timestamp() >= v_until);
             v_batch := least(v_left, v_size);
             v_began := clock_timestamp();
+            v_batches := v_batches + 1;
             BEGIN
                 v_n := pgq._release_gone(v_worker.id, v_worker.state = 'dead', v_batch);
             EXCEPTION WHEN query_canceled OR lock_not_available THEN
