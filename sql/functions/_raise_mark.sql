@@ -14,8 +14,8 @@
 -- transactions overlap (a job's run_at defaults to its transaction's start) land above it
 -- rather than lower it; claims walk that second's entries. With no queued job, the mark
 -- keeps its priority level (or 0) and moves to a second ago.
--- Returns whether the mark was raised (FALSE: a producer is in flight, or not READ
--- COMMITTED).
+-- Returns whether the mark was raised (FALSE: a producer is in flight, a verify holds the
+-- mark row, or not READ COMMITTED).
 CREATE OR REPLACE FUNCTION pgq._raise_mark(entrypoint text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -38,8 +38,17 @@ BEGIN
        OR NOT pg_try_advisory_xact_lock(7366514, hashtext(_raise_mark.entrypoint)) THEN
         RETURN FALSE;
     END IF;
+    -- The mark row is locked without waiting: a claim's pgq._verify_mark holds it until that
+    -- claim commits, and that claim's own raises may be waiting for a mark row this
+    -- transaction holds (another entrypoint's): waiting here would close the cycle (40P01).
+    -- A held row leaves the mark to the next claim. Producers that hold it also hold the
+    -- mark lock in share mode, which this raise excludes.
     SELECT m.neg_priority, m.run_at, m.id INTO v_mark
-    FROM pgq._marks AS m WHERE m.entrypoint = _raise_mark.entrypoint;
+    FROM pgq._marks AS m WHERE m.entrypoint = _raise_mark.entrypoint
+    FOR NO KEY UPDATE SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM pgq._marks AS m WHERE m.entrypoint = _raise_mark.entrypoint) THEN
+        RETURN FALSE;
+    END IF;
     SELECT array_agg(l.ctid) INTO v_seen FROM pgq._mark_lows AS l WHERE l.entrypoint = _raise_mark.entrypoint;
     SELECT l.neg_priority, l.run_at, l.id INTO v_low
     FROM pgq._mark_lows AS l WHERE l.ctid = ANY (v_seen)

@@ -6,8 +6,12 @@
 -- lost: the workers were lost (reaped), so each job counts a lost delivery, and a job that
 -- lost its worker max_deliveries times goes dead (a poison pill: it keeps killing its
 -- worker) instead of being delivered again.
+-- max_jobs (NULL: all): release at most that many (a sweep's batch; the rest stay held, for
+-- the next batch or sweep).
 -- Returns the number of jobs released, canceled or killed.
-CREATE OR REPLACE FUNCTION pgq._release(worker_ids uuid[], keep bigint[] DEFAULT '{}', lost boolean DEFAULT FALSE)
+CREATE OR REPLACE FUNCTION pgq._release(
+    worker_ids uuid[], keep bigint[] DEFAULT '{}', lost boolean DEFAULT FALSE, max_jobs integer DEFAULT NULL
+)
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -26,13 +30,19 @@ BEGIN
     -- other workers inside the index, without visiting their rows (`= ANY` on its second
     -- column is only a filter, checked on each row, and under a held snapshot the running
     -- index keeps an entry for every job claimed since).
-    SELECT array_agg(l.id ORDER BY l.id) INTO v_ids
-    FROM (SELECT DISTINCT u.id FROM unnest(worker_ids) AS u (id)) AS w
-    CROSS JOIN LATERAL (
-        SELECT j.id FROM pgq._jobs AS j
-        WHERE j.status = 'running' AND j.worker_id = w.id AND j.id <> ALL (keep)
-        FOR UPDATE SKIP LOCKED
-    ) AS l;
+    SELECT array_agg(b.id ORDER BY b.id) INTO v_ids
+    FROM (
+        SELECT l.id
+        FROM (SELECT DISTINCT u.id FROM unnest(worker_ids) AS u (id)) AS w
+        CROSS JOIN LATERAL (
+            SELECT j.id FROM pgq._jobs AS j
+            WHERE j.status = 'running' AND j.worker_id = w.id AND j.id <> ALL (keep)
+            LIMIT _release.max_jobs
+            FOR UPDATE SKIP LOCKED
+        ) AS l
+        -- Rows past the limit are not fetched, so not locked.
+        LIMIT _release.max_jobs
+    ) AS b;
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;

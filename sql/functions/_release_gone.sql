@@ -6,8 +6,10 @@
 -- ended the worker either waited for that claim, and this one sees its jobs, or came
 -- first, and the claim failed. A job skipped because another transaction holds it (a late
 -- complete) keeps the worker unreleased: the next sweep looks again.
+-- max_jobs (NULL: all): release at most that many; the worker stays unreleased while it
+-- holds any, and the next call goes on.
 -- Returns the number of jobs released, canceled or killed.
-CREATE OR REPLACE FUNCTION pgq._release_gone(worker_id uuid, lost boolean)
+CREATE OR REPLACE FUNCTION pgq._release_gone(worker_id uuid, lost boolean, max_jobs integer DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
@@ -17,7 +19,7 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    v_count := pgq._release(ARRAY[worker_id], '{}', lost);
+    v_count := pgq._release(ARRAY[worker_id], '{}', lost, max_jobs);
     UPDATE pgq._workers AS w
     SET released_at = now()
     WHERE w.id = _release_gone.worker_id AND w.state <> 'alive' AND w.released_at IS NULL

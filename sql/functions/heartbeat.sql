@@ -9,7 +9,9 @@
 -- Then the light sweep (pgq._reap without the walk of every running job, due schedules),
 -- each part in a subtransaction: with
 -- any worker running, jobs of crashed workers are recovered within lease + heartbeat
--- interval whatever the pg_cron period, and a failing sweep cannot fail the heartbeat.
+-- interval whatever the pg_cron period, and a failing sweep cannot fail the heartbeat. The
+-- sweep is bounded per call (pgq._reap: 200 jobs, a quarter of any statement_timeout), and
+-- one that a timeout cancels anyway is caught (pgq._sweep): the heartbeat still succeeds.
 -- Pruning is never done here (see pgq.sweep).
 -- Returns the ids of the worker's jobs whose cancellation was requested (pgq.cancel).
 -- Raises PQ001 (NULL id, bad running list), PQ002 (unknown worker), PQ003 (worker stopped

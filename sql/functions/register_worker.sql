@@ -1,8 +1,11 @@
 -- pgq.register_worker: a worker announces itself before it claims.
 -- Parameters: name (free text shown in pgq.workers, e.g. host:pid); entrypoints (what it
 --   will claim). Returns the worker id to pass to claim, heartbeat, complete and fail.
--- Also runs a sweep (pgq.reap), so a worker restarted after a crash recovers the jobs of
--- its predecessor without waiting for pg_cron. The worker id is bound to the login role
+-- Also runs the heartbeats' light reap (pgq._reap: bounded per call, in a subtransaction),
+-- so a worker restarted after a crash recovers the jobs of its predecessor without waiting
+-- for pg_cron, and a registration succeeds whatever maintenance is due, under any
+-- statement_timeout: a failing or cancelled reap is a WARNING, never the registration's
+-- error (the rest is left to the heartbeats and sweeps). The worker id is bound to the login role
 -- (session_user) that registers it: only that role and pgq_admin may act as the worker.
 -- Raises PQ001 for invalid arguments.
 CREATE OR REPLACE FUNCTION pgq.register_worker(name text, entrypoints text[])
@@ -11,6 +14,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index paths into pgq._jobs whatever its statistics say (a queue analyzed empty), as in
+-- pgq.heartbeat, for the reap; JIT off.
+SET enable_seqscan = off
+SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -25,7 +32,11 @@ BEGIN
     SELECT register_worker.name, array_agg(DISTINCT e.ep ORDER BY e.ep), session_user
     FROM unnest(register_worker.entrypoints) AS e (ep)
     RETURNING w.id INTO v_id;
-    PERFORM pgq.reap();
+    BEGIN
+        PERFORM pgq._reap(FALSE);
+    EXCEPTION WHEN query_canceled OR OTHERS THEN
+        RAISE WARNING 'pgq: reap failed: % (%)', sqlerrm, sqlstate;
+    END;
     RETURN v_id;
 END
 $$;

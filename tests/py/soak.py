@@ -105,6 +105,11 @@ class SoakConfig:
     drain_timeout: float = 60.0
     concurrency: int = 16
     cancel_fraction: float = 0.01  # of committed jobs, asked to be canceled
+    # Settings a DBA puts on the roles (ALTER ROLE ... SET name = value): when given, the
+    # workers and producers log in as roles of their own (members of pgq_worker and
+    # pgq_producer, named role_prefix_worker and role_prefix_producer), which have them.
+    role_settings: dict[str, str] | None = None
+    role_prefix: str = "pgq_soak"
 
     @property
     def quiet(self) -> float:
@@ -456,12 +461,15 @@ class Soak:
         self.undrained: list[tuple[Any, ...]] = []
         self.kinds = KINDS + tuple(kind for kind in cfg.kinds if kind not in KINDS)
         self._n = 0
+        # Where the workers and producers log in (their own roles with role_settings).
+        self.worker_dsn = dsn
+        self.producer_dsn = dsn
 
     # workers
 
     def _spawn(self) -> SoakWorker:
         self._n += 1
-        worker = SoakWorker(self.dsn, self.ledger, self.cfg.concurrency, self._n)
+        worker = SoakWorker(self.worker_dsn, self.ledger, self.cfg.concurrency, self._n)
         self.workers.append(worker)
         return worker
 
@@ -540,6 +548,8 @@ class Soak:
                 (ep,),
             )
         _query(self.dsn, "SELECT pgq.configure(%s, concurrency => %s)", (LIMITED, LIMIT))
+        if cfg.role_settings is not None:
+            self._roles(cfg.role_settings)
         plan = plan_faults(cfg, self.rng)
         self.say(
             f"soak: {cfg.seconds:.0f} s, {cfg.workers} workers, {len(PRODUCERS)}x{cfg.rate:.0f} jobs/s,"
@@ -555,7 +565,34 @@ class Soak:
                     worker.proc.kill()
                     worker.proc.wait(timeout=10)
 
+    def _roles(self, settings: dict[str, str]) -> None:
+        """The workers' and producers' own login roles, with the DBA's settings on them and
+        the grants the soak's tables need. Roles are cluster-wide: one a run left behind
+        is reused, its settings replaced."""
+        grants = {
+            "worker": ("pgq_worker", "GRANT INSERT ON soak_effects TO {}"),
+            "producer": ("pgq_producer", "GRANT INSERT ON soak_produced, soak_orders TO {}"),
+        }
+        for kind, (group, grant) in grants.items():
+            name = f"{self.cfg.role_prefix}_{kind}"
+            role = sql.Identifier(name)
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
+                conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(group), role))
+                conn.execute(sql.SQL(grant).format(role))
+                conn.execute(sql.SQL("ALTER ROLE {} RESET ALL").format(role))
+                for setting, value in settings.items():
+                    statement = sql.SQL("ALTER ROLE {} SET {} = {}")
+                    conn.execute(statement.format(role, sql.Identifier(setting), sql.Literal(value)))
+            if kind == "worker":
+                self.worker_dsn = make_conninfo(self.dsn, user=name)
+            else:
+                self.producer_dsn = make_conninfo(self.dsn, user=name)
+        self.say(f"soak: workers and producers log in as roles with {settings}")
+
     def _run(self, plan: list[tuple[float, str]]) -> SoakReport:
+
         cfg = self.cfg
         for _ in range(cfg.workers):
             self._spawn()
@@ -566,7 +603,7 @@ class Soak:
             time.sleep(0.1)
 
         stop = threading.Event()
-        producers = [Producer(kind, self.dsn, cfg.rate, cfg.batch, stop) for kind in PRODUCERS]
+        producers = [Producer(kind, self.producer_dsn, cfg.rate, cfg.batch, stop) for kind in PRODUCERS]
         t_start, m_start = time.time(), time.monotonic()
         canceller = Canceller(self.dsn, producers, cfg.cancel_fraction, random.Random(self.seed + 1), stop)
         for producer in producers:
