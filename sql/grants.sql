@@ -62,6 +62,7 @@ GRANT EXECUTE ON FUNCTION
 pgq.register_worker(text, text[]),
 pgq.unregister_worker(uuid),
 pgq.claim(uuid, text[], integer),
+pgq.claim(uuid, text[], integer, integer),
 pgq.heartbeat(uuid, bigint[]),
 pgq.complete(uuid, bigint[], jsonb[], integer[]),
 pgq.release(uuid, bigint[]),

@@ -87,11 +87,14 @@ _GATHER = 0.002
 # Worker.run's choices of event loop.
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 T = TypeVar("T")
-# What the worker claims: the columns Job._claimed expects, in its order.
+# What the worker claims: the columns Job._claimed expects, in its order, by name, so a
+# column a later release adds is never read. Claim protocol 2 is the form whose rows carry
+# concurrency_key; the form without protocol keeps the rows of 0.1.0 for its workers.
 _CLAIM = (
     "SELECT "
     + ", ".join(f"c.{name}" for name in _CLAIM_FIELDS)
-    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
+    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int,"
+    + " protocol => 2) AS c"
 )
 
 

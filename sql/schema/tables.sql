@@ -73,6 +73,10 @@ CREATE TABLE pgq._jobs (
     concurrency_key text,
     -- How often pgq.snooze put it back.
     snoozes integer NOT NULL DEFAULT 0,
+    -- Read by nothing of this release: 0.1.0's functions read and set it, and a call of
+    -- theirs under way while an upgrade commits runs against these tables
+    -- (migrations/0012_claim_protocols.sql). Dropped once 0.1.0 is two releases back.
+    has_dependents boolean NOT NULL DEFAULT TRUE,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
