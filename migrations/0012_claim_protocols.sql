@@ -5,6 +5,9 @@
 -- the 0.2.0 row: pgq.claim(worker_id, entrypoints, batch_size, protocol => 2). The upgrade
 -- is one transaction: no call finds the function missing.
 DROP FUNCTION IF EXISTS pgq.claim(uuid, text[], integer);
+-- pgq.settings(entrypoints) likewise returns the columns of 0.1.0 again (0003 and 0006 added
+-- three); pgq.settings(entrypoints, protocol => 2) returns all of them.
+DROP FUNCTION IF EXISTS pgq.settings(text[]);
 
 -- has_dependents, dropped by 0003, comes back for the calls of 0.1.0's functions that are
 -- under way while the upgrade commits: they waited for its locks, and then run their 0.1.0

@@ -71,6 +71,7 @@ pgq.snooze(uuid, bigint, interval, integer),
 pgq.reap(),
 pgq.sweep(),
 pgq.settings(text[]),
+pgq.settings(text[], integer),
 pgq.job_status(bigint)
 TO pgq_worker, pgq_admin;
 

@@ -458,7 +458,7 @@ class Worker:
         query = (
             "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
             " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
-            " FROM pgq.settings(entrypoints => %s::text[])"
+            " FROM pgq.settings(entrypoints => %s::text[], protocol => 2)"
         )
         if startup:
             rows = await self._persist("read settings", query, (self.entrypoints,), startup=True)

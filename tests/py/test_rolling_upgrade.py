@@ -37,7 +37,7 @@ RELEASES = sorted(FIXTURES.glob("pgq-*.sql"))
 # Generous: the machine may be shared and slow; a stuck queue waits for a lease (minutes).
 DRAIN = float(os.environ.get("UPG_DRAIN", "120"))
 # A worker's log after a clean run and stop never says these.
-TROUBLE = ("Traceback", "Error", "error", "exception", "CRITICAL")
+TROUBLE = ("Traceback", "Error", "error", "ERROR", "WARNING", "exception", "CRITICAL")
 
 
 def release_code(version: str, into: Path) -> Path:
@@ -332,3 +332,74 @@ def test_an_upgrade_never_deadlocks_with_a_worker(
     assert scalar(db, "SELECT pgq.version()") == pgq.__version__
     if interleaving == "workers_then_jobs":  # it held _jobs when the worker wanted it: it gave way
         assert "trying again" in caplog.text
+
+
+# --- columns a later release adds ------------------------------------------------------------
+
+# pgq.claim's protocol form and the views as a later release might return them: a column
+# added first and one added last. The copy of the real claim keeps its body.
+LATER_VIEWS = ("jobs", "outcomes", "queues", "schedules", "workers")
+
+
+def add_columns_everywhere(c: psycopg.Connection) -> None:
+    source = c.execute(
+        "SELECT pg_get_functiondef('pgq.claim(uuid, text[], integer, integer)'::regprocedure)"
+    ).fetchone()[0]
+    c.execute(
+        source.replace("FUNCTION pgq.claim(", "FUNCTION pgq.claim_now(").replace("claim.", "claim_now.")
+    )
+    c.execute("DROP FUNCTION pgq.claim(uuid, text[], integer, integer) CASCADE")
+    c.execute(
+        """
+        CREATE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer, protocol integer)
+        RETURNS TABLE (
+            first_new text, id bigint, entrypoint text, payload jsonb, headers jsonb, priority integer,
+            attempt integer, deliveries integer, enqueued_at timestamptz, run_at timestamptz,
+            max_attempts integer, timeout interval, concurrency_key text, last_new jsonb
+        )
+        LANGUAGE sql VOLATILE
+        AS $$ SELECT 'new', c.*, '{"new": true}'::jsonb FROM pgq.claim_now($1, $2, $3, $4) AS c $$
+        """
+    )
+    for view in LATER_VIEWS:
+        c.execute(f"ALTER VIEW pgq.{view} RENAME TO {view}_now")
+        c.execute(
+            f"CREATE VIEW pgq.{view} AS"
+            f" SELECT 1 AS first_new, v.*, now() AS last_new FROM pgq.{view}_now AS v"
+        )
+
+
+def test_this_releases_worker_and_client_read_only_the_columns_they_know(
+    make_db,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from pgq import migrate
+
+    db = make_db()
+    migrate.install(db, cron=False)
+    with psycopg.connect(db, autocommit=True) as c:
+        add_columns_everywhere(c)
+        c.execute("SELECT pgq.schedule('later', '0 0 1 1 *', 'roll')")
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    worker = Worker(db, ROOT / "python", ledger, "current")
+    try:
+        jobs = enqueue(db, 20)
+        drained(db, jobs, [worker])
+        with pgq.Client(db) as client:
+            assert sorted(r.job_id for r in client.outcomes(entrypoint="roll", outcome="succeeded")) == jobs
+            assert [w.entrypoints for w in client.workers()] == [["roll"]]
+            assert [s.name for s in client.schedules()] == ["later"]
+            gate = tmp_path / "gate"
+            held = enqueue(db, 1, gate=str(gate))
+            wait_until(lambda: client.jobs(status="running"), 60, "the gated job to run")
+            assert [j.id for j in client.jobs(status="running")] == held
+            assert [(q.entrypoint, q.running) for q in client.queues()] == [("roll", 1)]
+            gate.touch()
+            drained(db, held, [worker])
+            jobs += held
+        assert worker.stop() == 0, worker.log()
+    finally:
+        worker.kill()
+    assert sorted(job for job, *_ in ledger_lines(ledger)) == jobs
+    assert not [t for t in TROUBLE if t in worker.log()], worker.log()

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(254);
+SELECT plan(262);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -179,6 +179,11 @@ SELECT is(
     'pgq.settings arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.settings(text[], integer)')),
+    'entrypoints text[], protocol integer',
+    'pgq.settings, protocol form: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.stats(interval)')),
     'since interval DEFAULT ''00:05:00''::interval',
     'pgq.stats arguments: names, types and defaults'
@@ -224,6 +229,9 @@ SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry
 SELECT function_returns('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'integer', 'pgq.run_schedules returns integer');
 SELECT function_returns('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'timestamp with time zone', 'pgq.schedule returns timestamp with time zone');
 SELECT function_returns('pgq', 'settings', ARRAY['text[]'], 'setof record', 'pgq.settings returns setof record');
+SELECT function_returns(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'setof record', 'pgq.settings (protocol form) returns setof record'
+);
 SELECT function_returns('pgq', 'stats', ARRAY['interval'], 'setof record', 'pgq.stats returns setof record');
 SELECT function_returns('pgq', 'unregister_worker', ARRAY['uuid'], 'integer', 'pgq.unregister_worker returns integer');
 SELECT function_returns('pgq', 'unschedule', ARRAY['text'], 'boolean', 'pgq.unschedule returns boolean');
@@ -275,6 +283,20 @@ SELECT is(
     ],
     'pgq.claim(..., protocol => 2) returns exactly the columns of protocol 2'
 );
+SELECT is(
+    (
+        SELECT array_agg(a.name || ' ' || a.type::regtype::text ORDER BY a.n)
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN
+            LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a (name, type, mode, n)
+        WHERE p.oid = pg_catalog.to_regprocedure('pgq.settings(text[])') AND a.mode = 't'
+    ),
+    ARRAY[
+        'entrypoint text', 'paused boolean', 'max_attempts integer', 'backoff_base interval', 'backoff_max interval',
+        'lease interval', 'timeout interval', 'concurrency integer', 'rate numeric', 'retention interval'
+    ],
+    'pgq.settings(entrypoints) returns exactly the columns of 0.1.0'
+);
 
 -- Fixed columns of the stats result (DESIGN: at least these).
 SELECT is_empty(
@@ -320,6 +342,9 @@ SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFI
 SELECT is_definer('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules is SECURITY DEFINER');
 SELECT is_definer('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq.schedule is SECURITY DEFINER');
 SELECT is_definer('pgq', 'settings', ARRAY['text[]'], 'pgq.settings is SECURITY DEFINER');
+SELECT is_definer(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq.settings (protocol form) is SECURITY DEFINER'
+);
 SELECT is_definer('pgq', 'stats', ARRAY['interval'], 'pgq.stats is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq.unregister_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unschedule', ARRAY['text'], 'pgq.unschedule is SECURITY DEFINER');
@@ -525,6 +550,22 @@ SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_producer', AR
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.settings');
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq_producer', ARRAY[]::name[],
+    'pgq_producer cannot execute pgq.settings (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq_worker', ARRAY['EXECUTE'],
+    'pgq_worker can execute pgq.settings (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq_admin', ARRAY['EXECUTE'],
+    'pgq_admin can execute pgq.settings (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'public', ARRAY[]::name[],
+    'public cannot execute pgq.settings (protocol form)'
+);
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.stats');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.stats');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.stats');
