@@ -334,6 +334,62 @@ def test_an_upgrade_never_deadlocks_with_a_worker(
         assert "trying again" in caplog.text
 
 
+# --- call shapes of every frozen release ----------------------------------------------------------
+
+PUBLIC_FUNCTIONS = """
+SELECT p.proname, pg_get_function_identity_arguments(p.oid), p.pronargs, p.pronargdefaults,
+       pg_get_function_result(p.oid)
+FROM pg_proc AS p WHERE p.pronamespace = 'pgq'::regnamespace AND p.proname !~ '^_'
+"""
+VIEW_COLUMNS = """
+SELECT c.relname, array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ORDER BY a.attnum)
+FROM pg_class AS c JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relnamespace = 'pgq'::regnamespace AND c.relkind = 'v' AND c.relname !~ '^_'
+GROUP BY c.relname
+"""
+
+
+@pytest.mark.parametrize("fixture", RELEASES, ids=lambda p: p.stem)
+def test_every_call_of_a_release_returns_what_it_returned(make_db, fixture: Path) -> None:  # noqa: F811
+    """Each public function of a frozen release, called as that release called it (its
+    arguments, named or positional), resolves to exactly one function today, which returns
+    the same result type; each public view still has the release's columns, first and in
+    order (views only gain columns, at the end)."""
+    from pgq import migrate
+
+    old, now = make_db(), make_db()
+    migrate.install(now, cron=False)
+    restore(old, fixture)
+    with psycopg.connect(old) as o, psycopg.connect(now) as n:
+        then_functions, now_functions = (
+            o.execute(PUBLIC_FUNCTIONS).fetchall(),
+            n.execute(PUBLIC_FUNCTIONS).fetchall(),
+        )
+        then_views, now_views = (
+            dict(o.execute(VIEW_COLUMNS).fetchall()),
+            dict(n.execute(VIEW_COLUMNS).fetchall()),
+        )
+    assert then_functions and then_views
+    changed = []
+    for name, args, _, _, result in then_functions:
+        shape = args.split(", ") if args else []
+        # Today's functions the same call resolves to: the same leading arguments, the
+        # rest with defaults.
+        resolves = [
+            r
+            for r in now_functions
+            if r[0] == name
+            and (r[1].split(", ") if r[1] else [])[: len(shape)] == shape
+            and r[2] - len(shape) <= r[3]
+        ]
+        if len(resolves) != 1 or resolves[0][4] != result:
+            changed.append(f"pgq.{name}({args}) returned {result}, now {[r[4] for r in resolves]}")
+    for view, columns in then_views.items():
+        if now_views.get(view, [])[: len(columns)] != columns:
+            changed.append(f"pgq.{view} had {columns}, now {now_views.get(view)}")
+    assert not changed, "\n".join(changed)
+
+
 # --- columns a later release adds ------------------------------------------------------------
 
 # pgq.claim's protocol form and the views as a later release might return them: a column
