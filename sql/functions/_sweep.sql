@@ -4,8 +4,10 @@
 -- the light form, pgq.sweep the whole), pgq.run_schedules (an index lookup when nothing
 -- is due), and, when with_prune, pgq.prune if the last prune is over two hours old
 -- (pg_cron prunes hourly, so with pg_cron the workers never do).
--- Returns the number of jobs pgq.reap acted on.
-CREATE OR REPLACE FUNCTION pgq._sweep(with_prune boolean)
+-- Returns the number of jobs pgq.reap acted on. with_prune defaults to FALSE: 0.1.0's
+-- heartbeat calls pgq._sweep(), and one of its calls under way while an upgrade commits
+-- then looks the function up again.
+CREATE OR REPLACE FUNCTION pgq._sweep(with_prune boolean DEFAULT FALSE)
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE

@@ -459,3 +459,79 @@ def test_this_releases_worker_and_client_read_only_the_columns_they_know(
         worker.kill()
     assert sorted(job for job, *_ in ledger_lines(ledger)) == jobs
     assert not [t for t in TROUBLE if t in worker.log()], worker.log()
+
+
+# --- a call of the old release under way while the upgrade commits -----------------------------
+
+
+def test_old_calls_waiting_for_the_upgrade_run_on_the_new_schema(
+    make_db,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.1.0's claim, heartbeat, complete and fail, called while the upgrade holds its locks
+    (held there by the test, after its migrations), wait for it; then each runs its 0.1.0
+    body against the new tables and must succeed. They failed on a column the upgrade
+    dropped (complete: _jobs.has_dependents, which stopped a 0.1.0 worker's completions for
+    good) and on an internal function whose arguments changed (heartbeat: pgq._sweep())."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pgq import migrate
+    from test_upgrade import OLD_CLAIM, OLD_COMPLETE, OLD_FAIL, OLD_HEARTBEAT, OLD_REGISTER
+
+    db = make_db()
+    restore(db, FIXTURES / "pgq-0.1.0.sql")
+    scalar(db, "SELECT pgq._ensure_partitions()")
+    sessions = [psycopg.connect(db, autocommit=True) for _ in range(4)]
+    try:
+        w = sessions[0]
+        worker = w.execute(OLD_REGISTER, ("old", ["old"])).fetchone()[0]
+        first, second, third = (scalar(db, "SELECT pgq.enqueue('old', '{}')") for _ in range(3))
+        held = [r[0] for r in w.execute(OLD_CLAIM, (worker, ["old"], 2)).fetchall()]
+        assert held == [first, second]
+        # Each call once in its session before, so its plans are cached as a worker's are.
+        w.execute(OLD_HEARTBEAT, (worker,)).fetchall()
+
+        holding, go_on = threading.Event(), threading.Event()
+        apply_code = migrate._apply_code
+
+        def held_apply_code(conn: psycopg.Connection) -> None:
+            holding.set()
+            assert go_on.wait(60)
+            apply_code(conn)
+
+        monkeypatch.setattr(migrate, "_apply_code", held_apply_code)
+        calls = {
+            "heartbeat": (sessions[0], OLD_HEARTBEAT, (worker,)),
+            "complete": (sessions[1], OLD_COMPLETE, (worker, [first])),
+            "fail": (sessions[2], OLD_FAIL, (worker, second, "boom")),
+            "claim": (sessions[3], OLD_CLAIM, (worker, ["old"], 1)),
+        }
+        with ThreadPoolExecutor(1 + len(calls)) as pool, psycopg.connect(db, autocommit=True) as watch:
+            upgrade = pool.submit(migrate.upgrade, db, cron=False)
+            assert holding.wait(60)
+            results = {
+                name: pool.submit(lambda c=c, q=q, p=p: c.execute(q, p).fetchall())
+                for name, (c, q, p) in calls.items()
+            }
+            wait_until(
+                lambda: (
+                    watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event_type = 'Lock'"
+                    ).fetchone()[0]
+                    == len(calls)
+                ),
+                60,
+                "the old calls to wait for the upgrade",
+            )
+            go_on.set()
+            upgrade.result(timeout=120)
+            got = {name: r.result(timeout=60) for name, r in results.items()}
+        assert got["complete"] == [(first,)]
+        assert got["fail"] == [("queued",)]
+        assert [r[0] for r in got["claim"]] == [third]
+        assert got["heartbeat"] == []
+    finally:
+        for s in sessions:
+            s.close()
