@@ -13,7 +13,7 @@ PSQL := psql -X -q -v ON_ERROR_STOP=1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer chromium chromium-driver iproute2
 
-.PHONY: help deps apt venv db db-stop lint test tap pytest demo bench soak clean
+.PHONY: help deps apt venv db db-stop lint test tap pytest demo bench soak freeze clean
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench    the benchmark"
 	@echo "make soak     the chaos soak (MINUTES=10; restarts the cluster)"
 	@echo "make db       start the local cluster (make db-stop stops it)"
+	@echo "make freeze   freeze a release for the upgrade ladder (VERSION=x.y.z [COMMIT=...])"
 	@echo "make deps     install what is missing (Debian packages, virtualenv)"
 
 deps: apt venv
@@ -76,6 +77,12 @@ bench: deps db
 MINUTES ?= 10
 soak: deps db
 	$(PY) tests/py/soak.py --dsn $(ADMIN_DSN) --minutes $(MINUTES)
+
+# The upgrade ladder's fixtures: `make freeze VERSION=0.2.0` writes tests/fixtures/pgq-0.2.0.sql,
+# the schema this checkout installs; with COMMIT=<the release's commit> it freezes that
+# commit instead, and its python/pgq too (tests/fixtures/pgq-VERSION-python.tar.xz).
+freeze: venv db
+	scripts/freeze.sh $(VERSION) $(COMMIT)
 
 clean: db-stop
 	rm -rf .pgdata $(VENV)

@@ -3,7 +3,7 @@
 -- what separates this from a real drain. Every claimed row is rendered as text, as a
 -- client would receive it. The bench registers worker md5(client_id)::uuid per client.
 WITH c AS (
-    SELECT * FROM pgq.claim(md5(:client_id::text)::uuid, ARRAY['bench'], :batch)
+    SELECT * FROM pgq.claim(md5(:client_id::text)::uuid, ARRAY['bench'], :batch, protocol => 2)
 )
 SELECT coalesce(array_agg(c.id)::text, '{}') AS ids, sum(length(c::text)) AS bytes FROM c \gset
 SELECT count(*) FROM pgq.complete(md5(:client_id::text)::uuid, :ids::bigint[]);

@@ -62,6 +62,7 @@ GRANT EXECUTE ON FUNCTION
 pgq.register_worker(text, text[]),
 pgq.unregister_worker(uuid),
 pgq.claim(uuid, text[], integer),
+pgq.claim(uuid, text[], integer, integer),
 pgq.heartbeat(uuid, bigint[]),
 pgq.complete(uuid, bigint[], jsonb[], integer[]),
 pgq.release(uuid, bigint[]),
@@ -70,6 +71,7 @@ pgq.snooze(uuid, bigint, interval, integer),
 pgq.reap(),
 pgq.sweep(),
 pgq.settings(text[]),
+pgq.settings(text[], integer),
 pgq.job_status(bigint)
 TO pgq_worker, pgq_admin;
 

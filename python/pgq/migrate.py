@@ -20,10 +20,12 @@ prefix is recorded in the database at the first install and every later run uses
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
+from psycopg import sql
 
 from . import cron as pgcron
 from . import roles as pgroles
@@ -37,6 +39,9 @@ __all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "up
 
 log = logging.getLogger("pgq.migrate")
 
+# An upgrade's wait for its locks (_lock_schema), and how often it tries before it gives up.
+_LOCK_WAIT = "500ms"
+_LOCK_TRIES = 100
 # 'pgq' in ASCII, then 0 for schema changes (the sweep uses 1).
 _LOCK = (7366513, 0)
 _MARK = "pgq-sql job queue"
@@ -205,18 +210,59 @@ def _check_not_newer(version: int) -> None:
         )
 
 
+def _lock_schema(conn: psycopg.Connection) -> None:
+    """Take every lock the upgrade needs on pgq's tables and views, first and in one
+    statement, waiting at most _LOCK_WAIT. Taken statement by statement (ALTER TABLE,
+    CREATE OR REPLACE VIEW), the upgrade held one table while it waited for another that a
+    worker's transaction held, and that worker then waited for the first: "deadlock
+    detected", under running workers. Waiting here it holds nothing a worker needs for
+    longer than _LOCK_WAIT, which is under deadlock_timeout's default 1 s, so a worker
+    waiting behind it gets its lock before it would look for a deadlock."""
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_catalog.pg_class AS c"
+            " WHERE c.relnamespace = 'pgq'::regnamespace AND c.relkind IN ('r', 'p', 'v')"
+            " AND NOT c.relispartition ORDER BY c.relname"
+        )
+    ]
+    if not names:
+        return
+    previous = conn.execute("SELECT current_setting('lock_timeout')").fetchone()[0]
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (_LOCK_WAIT,))
+    conn.execute(
+        sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            sql.SQL(", ").join(sql.Identifier("pgq", n) for n in names)
+        )
+    )
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (previous,))
+
+
 def _upgrade(conn: psycopg.Connection, version: int, prefix: str = pgroles.DEFAULT_PREFIX) -> list[str]:
     _check_not_newer(version)
     known = migrations()
     pending = [mig for mig in known if mig.version > version]
-    done = []
-    # One transaction: a failing migration leaves the database as it was, and no client
-    # ever sees a schema without the functions that go with it.
-    with conn.transaction():
-        for mig in pending:
-            _apply_migration(conn, mig, prefix)
-            done.append(f"applied migration {mig.path.name}")
-        _apply_code(conn, prefix)
+    for attempt in range(1, _LOCK_TRIES + 1):
+        done = []
+        try:
+            # One transaction: a failing migration leaves the database as it was, and no
+            # client ever sees a schema without the functions that go with it.
+            with conn.transaction():
+                _lock_schema(conn)
+                for mig in pending:
+                    _apply_migration(conn, mig, prefix)
+                    done.append(f"applied migration {mig.path.name}")
+                _apply_code(conn, prefix)
+            break
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
+            # Busy workers: give their tables back at once, let them go on, try again.
+            if attempt == _LOCK_TRIES:
+                raise SchemaError(
+                    f"could not lock pgq's tables for the upgrade in {_LOCK_TRIES} tries (a long"
+                    " transaction holds them?); nothing was changed. Try again."
+                ) from exc
+            log.info("upgrade: pgq's tables are busy (%s); trying again", str(exc).strip().splitlines()[0])
+            time.sleep(min(0.02 * attempt, 1.0))
     latest = known[-1].version if known else 0
     done.append(f"pgq schema is at version {latest} (pgq {__version__})")
     return done

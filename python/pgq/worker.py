@@ -96,11 +96,14 @@ _GATHER = 0.002
 # Worker.run's choices of event loop.
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 T = TypeVar("T")
-# What the worker claims: the columns Job._claimed expects, in its order.
+# What the worker claims: the columns Job._claimed expects, in its order, by name, so a
+# column a later release adds is never read. Claim protocol 2 is the form whose rows carry
+# concurrency_key; the form without protocol keeps the rows of 0.1.0 for its workers.
 _CLAIM = (
     "SELECT "
     + ", ".join(f"c.{name}" for name in _CLAIM_FIELDS)
-    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
+    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int,"
+    + " protocol => 2) AS c"
 )
 
 
@@ -509,7 +512,7 @@ class Worker:
     _SETTINGS = (
         "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
         " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
-        " FROM pgq.settings(entrypoints => %s::text[])"
+        " FROM pgq.settings(entrypoints => %s::text[], protocol => 2)"
     )
 
     async def _refresh_settings(self, startup: bool = False) -> None:

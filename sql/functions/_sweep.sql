@@ -8,8 +8,10 @@
 -- (WHEN OTHERS does not catch query_canceled: it is named), so it cannot fail a heartbeat;
 -- once the statement is past three quarters of its timeout, the tasks not begun are left
 -- to the next call.
--- Returns the number of jobs pgq.reap acted on.
-CREATE OR REPLACE FUNCTION pgq._sweep(with_prune boolean)
+-- Returns the number of jobs pgq.reap acted on. with_prune defaults to FALSE: 0.1.0's
+-- heartbeat calls pgq._sweep(), and one of its calls under way while an upgrade commits
+-- then looks the function up again.
+CREATE OR REPLACE FUNCTION pgq._sweep(with_prune boolean DEFAULT FALSE)
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE

@@ -22,14 +22,24 @@
 -- The scan of an entrypoint's queued jobs starts at its low-water mark, not at its front:
 -- a long transaction keeps the index entries of every job claimed since its snapshot, and
 -- the mark skips them. Claims move the mark along and check it (docs/held-snapshot.md).
+-- Two call shapes, one implementation. A call shape keeps its result shape across releases
+-- (a worker of an older release builds its jobs from these rows while an upgrade runs):
+-- new columns come only through a new form. This file holds both:
+--   pgq.claim(worker_id, entrypoints, batch_size, protocol => 2): this function, the row
+--     of claim protocol 2 (0.2.0 on), which adds concurrency_key;
+--   pgq.claim(worker_id, entrypoints[, batch_size]): the row of 0.1.0 (protocol 1), the
+--     same claim with only its columns (below).
+-- A release that adds a column adds a form for it and keeps these two as they are.
 -- Parameters: worker_id (from pgq.register_worker); entrypoints (a subset of those the
---   worker registered); batch_size (1 to 10000, default 1).
+--   worker registered); batch_size (1 to 10000; default 1 in the 0.1.0 form); protocol
+--   (2: the row shape this form returns).
 -- Returns the claimed jobs in claim order (empty when nothing is due); max_attempts is the
 -- effective value and timeout the entrypoint's. Each has deliveries + 1: a job
 -- with deliveries > 1 was delivered before (a crash, a lost lease, a release).
--- Raises PQ001 for invalid arguments, PQ002 unknown worker, PQ003 worker no longer alive,
--- PQ007 for a concurrency-limited entrypoint claimed in REPEATABLE READ or SERIALIZABLE.
-CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
+-- Raises PQ001 for invalid arguments (a protocol other than 2 among them), PQ002 unknown
+-- worker, PQ003 worker no longer alive, PQ007 for a concurrency-limited entrypoint claimed
+-- in REPEATABLE READ or SERIALIZABLE.
+CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer, protocol integer)
 RETURNS TABLE (
     id bigint,
     entrypoint text,
@@ -89,8 +99,12 @@ BEGIN
         FOUND AND v_state = 'alive' AND (v_role IS NULL OR v_role = session_user)
         AND batch_size BETWEEN 1 AND 10000
         AND cardinality(entrypoints) BETWEEN 1 AND 1000 AND array_ndims(entrypoints) = 1
-        AND entrypoints <@ v_registered
+        AND entrypoints <@ v_registered AND protocol = 2
     ) IS NOT TRUE THEN
+        IF protocol IS DISTINCT FROM 2 THEN
+            PERFORM pgq._invalid('protocol', format('%s is not a claim protocol', coalesce(protocol::text, 'NULL')),
+                'protocol => 2 returns the rows of 0.2.0 on; call pgq.claim without protocol for those of 0.1.0.');
+        END IF;
         PERFORM pgq._check_worker_role(worker_id);
         IF batch_size IS NULL OR batch_size < 1 OR batch_size > 10000 THEN
             PERFORM pgq._invalid('batch_size', format('%s is out of range', coalesce(batch_size::text, 'NULL')),
@@ -376,5 +390,45 @@ BEGIN
 END
 $$;
 
+COMMENT ON FUNCTION pgq.claim(uuid, text[], integer, integer) IS
+'Claim up to batch_size due jobs for a registered worker, highest priority first, then oldest; protocol 2 rows (with concurrency_key).';
+
+-- The 0.1.0 form: the same claim, the row of 0.1.0 (its workers build their jobs from every
+-- column, so it never gains one). One statement around the one implementation above
+-- ($1, $2, $3: worker_id, entrypoints, batch_size).
+CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
+RETURNS TABLE (
+    id bigint,
+    entrypoint text,
+    payload jsonb,
+    headers jsonb,
+    priority integer,
+    attempt integer,
+    deliveries integer,
+    enqueued_at timestamptz,
+    run_at timestamptz,
+    max_attempts integer,
+    timeout interval
+)
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+    SELECT
+        c.id,
+        c.entrypoint,
+        c.payload,
+        c.headers,
+        c.priority,
+        c.attempt,
+        c.deliveries,
+        c.enqueued_at,
+        c.run_at,
+        c.max_attempts,
+        c.timeout
+    FROM pgq.claim($1, $2, $3, 2) AS c;
+END;
+
 COMMENT ON FUNCTION pgq.claim(uuid, text[], integer) IS
-'Claim up to batch_size due jobs for a registered worker, highest priority first, then oldest.';
+'Claim up to batch_size due jobs for a registered worker, highest priority first, then oldest; the rows of 0.1.0.';

@@ -76,6 +76,10 @@ CREATE TABLE pgq._jobs (
     -- The login role (session_user) that enqueued it: only that role, the worker that
     -- holds it and pgq_admin may read it (pgq._may_read). NULL for jobs enqueued before 0.3.
     enqueued_by text DEFAULT session_user,
+    -- Read by nothing of this release: 0.1.0's functions read and set it, and a call of
+    -- theirs under way while an upgrade commits runs against these tables
+    -- (migrations/0013_claim_protocols.sql). Dropped once 0.1.0 is two releases back.
+    has_dependents boolean NOT NULL DEFAULT TRUE,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (

@@ -98,7 +98,7 @@ def test_a_read_only_role_gets_a_read_only_dashboard(dsn: str, conn: psycopg.Con
             sql.SQL(
                 "GRANT SELECT ON pgq.jobs, pgq.outcomes, pgq.workers, pgq.schedules, pgq.queues TO {0};"
                 " GRANT EXECUTE ON FUNCTION pgq.stats(interval), pgq.settings(text[]),"
-                " pgq.job_status(bigint) TO {0}"
+                " pgq.settings(text[], integer), pgq.job_status(bigint) TO {0}"
             ).format(sql.Identifier(role))
         )
         job = dead_job(conn, "email")

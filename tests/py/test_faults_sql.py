@@ -178,7 +178,7 @@ def test_no_cap_with_max_deliveries_zero_and_retry_resets_the_count(session: Ses
         one(admin, "SELECT pgq.reap()")
         w.close()
     assert job(admin, job_id)["status"] == "queued"
-    assert one(admin, "SELECT max_deliveries FROM pgq.settings(ARRAY[%s])", (ep,)) == 0
+    assert one(admin, "SELECT max_deliveries FROM pgq.settings(ARRAY[%s], protocol => 2)", (ep,)) == 0
     one(admin, "SELECT pgq.configure(%s, max_deliveries => 1)", (ep,))
     w = session()
     worker = register(w, ep, "last")
@@ -192,7 +192,7 @@ def test_no_cap_with_max_deliveries_zero_and_retry_resets_the_count(session: Ses
 
 def test_default_cap_is_ten(session: Session) -> None:
     admin = session()
-    assert one(admin, "SELECT max_deliveries FROM pgq.settings(ARRAY['anything'])") == 10
+    assert one(admin, "SELECT max_deliveries FROM pgq.settings(ARRAY['anything'], protocol => 2)") == 10
     with pytest.raises(psycopg.Error) as err:
         admin.execute("SELECT pgq.configure('x', max_deliveries => -1)")
     assert err.value.sqlstate == "PQ001"

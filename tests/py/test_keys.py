@@ -20,7 +20,7 @@ from workers import wait_until, wait_until_waiting_on_lock
 
 def claim(conn: psycopg.Connection, worker: uuid.UUID, ep: str, n: int) -> list[tuple[int, str | None]]:
     return conn.execute(
-        "SELECT id, concurrency_key FROM pgq.claim(%s, ARRAY[%s], %s)", (worker, ep, n)
+        "SELECT id, concurrency_key FROM pgq.claim(%s, ARRAY[%s], %s, protocol => 2)", (worker, ep, n)
     ).fetchall()
 
 

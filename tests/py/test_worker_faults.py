@@ -169,7 +169,7 @@ def test_a_connection_lost_while_registering_again_does_not_end_the_worker(
     worker = spawn()
     old = alive_worker(dsn)
     with psycopg.connect(dsn, autocommit=True) as admin:
-        original = hook(admin, "pgq.settings(text[])", "RETURN QUERY")
+        original = hook(admin, "pgq.settings(text[], integer)", "RETURN QUERY")
         try:
             admin.execute("SELECT pg_advisory_lock(%s)", (HOOK,))
             admin.execute("SELECT pgq.unregister_worker(%s)", (old,))

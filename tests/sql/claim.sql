@@ -2,7 +2,7 @@
 -- a waiting one, pause, concurrency limits, rate limits (token bucket), deliveries,
 -- validation (PQ001, PQ002, PQ003), privileges.
 BEGIN;
-SELECT plan(78);
+SELECT plan(83);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -392,6 +392,19 @@ SELECT throws_ok(
     format($$SELECT * FROM pgq.claim(%L, ARRAY[E'a\n'])$$, pg_temp.wid('w1')), 'PQ001', NULL,
     'an entrypoint with a control character raises PQ001'
 );
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.claim(%L, ARRAY['a'], 1, protocol => 3)$$, pg_temp.wid('w1')), 'PQ001',
+    'pgq: invalid argument protocol: 3 is not a claim protocol',
+    'an unknown protocol raises PQ001 naming protocol'
+);
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.claim(%L, ARRAY['a'], 1, protocol => NULL)$$, pg_temp.wid('w1')), 'PQ001', NULL,
+    'protocol NULL raises PQ001'
+);
+SELECT throws_ok(
+    format($$SELECT * FROM pgq.claim(%L, ARRAY['a'], 0, protocol => 2)$$, pg_temp.wid('w1')), 'PQ001', NULL,
+    'the protocol form checks batch_size too'
+);
 SELECT throws_ok($$SELECT * FROM pgq.claim(NULL, ARRAY['a'])$$, 'PQ001', NULL, 'worker_id NULL raises PQ001');
 SELECT throws_ok(
     $$SELECT * FROM pgq.claim('00000000-0000-0000-0000-000000000000', ARRAY['a'])$$, 'PQ002', NULL,
@@ -408,6 +421,23 @@ SELECT is(
     (SELECT count(*) FROM pgq._jobs AS j WHERE j.status = 'running'),
     (SELECT b.n FROM t_before AS b),
     'the failed calls claimed nothing'
+);
+
+-- The two forms are one claim: the 0.1.0 form returns its columns of the same jobs.
+INSERT INTO t_job (label, id) VALUES ('form1', pgq.enqueue('a', '{"f": 1}', priority => 100));
+INSERT INTO t_job (label, id) VALUES ('form2', pgq.enqueue('a', '{"f": 2}', priority => 99, concurrency_key => 'k'));
+SELECT results_eq(
+    format($$SELECT c.id, c.payload, c.deliveries FROM pgq.claim(%L, ARRAY['a']) AS c$$, pg_temp.wid('w1')),
+    format($$VALUES (%s::bigint, '{"f": 1}'::jsonb, 1)$$, pg_temp.jid('form1')),
+    'the 0.1.0 form claims the next job'
+);
+SELECT results_eq(
+    format(
+        $$SELECT c.id, c.payload, c.deliveries, c.concurrency_key FROM pgq.claim(%L, ARRAY['a'], 1, protocol => 2) AS c$$,
+        pg_temp.wid('w1')
+    ),
+    format($$VALUES (%s::bigint, '{"f": 2}'::jsonb, 1, 'k')$$, pg_temp.jid('form2')),
+    'protocol 2 claims the next one, with its concurrency_key'
 );
 
 -- Privileges.

@@ -18,7 +18,7 @@ DECLARE
     v_keys text[] := '{}';
 BEGIN
     FOR i IN 1..n LOOP
-        v_keys := v_keys || (SELECT c.concurrency_key FROM pgq.claim(worker, ARRAY[ep]) AS c);
+        v_keys := v_keys || (SELECT c.concurrency_key FROM pgq.claim(worker, ARRAY[ep], 1, protocol => 2) AS c);
     END LOOP;
     RETURN v_keys;
 END
@@ -42,7 +42,7 @@ SELECT is(
     'the key cursor is the key the last claim ended on'
 );
 SELECT is(
-    (SELECT array_agg(c.concurrency_key ORDER BY c.id) FROM pgq.claim(:'w', ARRAY['ka'], 4) AS c),
+    (SELECT array_agg(c.concurrency_key ORDER BY c.id) FROM pgq.claim(:'w', ARRAY['ka'], 4, protocol => 2) AS c),
     ARRAY['big', 'big', 'big', 'big'],
     'once a key is drained the others take every turn'
 );
@@ -50,7 +50,7 @@ SELECT is(
 -- A batch takes each key's first job before any key's second.
 SELECT count(pgq.enqueue('kb', NULL, concurrency_key => k)) FROM unnest(ARRAY['x', 'x', 'x', 'y', 'z']) AS k;
 SELECT is(
-    (SELECT array_agg(c.concurrency_key ORDER BY c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kb'], 3) AS c),
+    (SELECT array_agg(c.concurrency_key ORDER BY c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kb'], 3, protocol => 2) AS c),
     ARRAY['x', 'y', 'z'],
     'a batch of 3 takes one job of each of 3 keys'
 );
@@ -74,7 +74,7 @@ SELECT pgq.configure('kd', key_concurrency => 1);
 SELECT count(pgq.enqueue('kd', jsonb_build_object('n', g), concurrency_key => 'k1')) FROM generate_series(1, 3) AS g;
 SELECT count(pgq.enqueue('kd', jsonb_build_object('n', g), concurrency_key => 'k2')) FROM generate_series(1, 2) AS g;
 SELECT pgq.enqueue('kd', '{"free": true}') AS free \gset
-CREATE TEMP TABLE t_first AS SELECT * FROM pgq.claim(:'w', ARRAY['kd'], 10);
+CREATE TEMP TABLE t_first AS SELECT * FROM pgq.claim(:'w', ARRAY['kd'], 10, protocol => 2);
 SELECT is(
     (SELECT count(*) FROM t_first WHERE concurrency_key = 'k1'), 1::bigint, 'key_concurrency 1: one job of k1'
 );
@@ -219,7 +219,7 @@ SELECT is(pg_temp.outcome_keys('k-poison'), ARRAY['failed'], 'a poison pill''s f
 SELECT count(pgq.enqueue('kshare', NULL, concurrency_key => 'a')) FROM generate_series(1, 50);
 SELECT pgq.enqueue('kshare', NULL, concurrency_key => k) FROM unnest(ARRAY['b', 'c']) AS k;
 SELECT is(
-    (SELECT array_agg(c.concurrency_key ORDER BY c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kshare'], 10) AS c),
+    (SELECT array_agg(c.concurrency_key ORDER BY c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kshare'], 10, protocol => 2) AS c),
     ARRAY['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'b', 'c'],
     'a key with more than its share fills the batch when the others have less'
 );
@@ -229,7 +229,7 @@ SELECT count(pgq.enqueue('kprio', NULL, priority => 5, concurrency_key => 'x')) 
 SELECT count(pgq.enqueue('kprio', NULL, concurrency_key => 'y' || k)) FROM generate_series(1, 9) AS k,
     generate_series(1, 5);
 SELECT is(
-    (SELECT array_agg(DISTINCT c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kprio'], 10) AS c),
+    (SELECT array_agg(DISTINCT c.concurrency_key) FROM pgq.claim(:'w', ARRAY['kprio'], 10, protocol => 2) AS c),
     ARRAY['x'],
     'the share never lets a lower priority in before a higher one'
 );

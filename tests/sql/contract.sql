@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(245);
+SELECT plan(262);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -33,6 +33,11 @@ SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.claim(uuid, text[], integer)')),
     'worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1',
     'pgq.claim arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.claim(uuid, text[], integer, integer)')),
+    'worker_id uuid, entrypoints text[], batch_size integer, protocol integer',
+    'pgq.claim, protocol form: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.complete(uuid, bigint[], jsonb[], integer[])')),
@@ -174,6 +179,11 @@ SELECT is(
     'pgq.settings arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.settings(text[], integer)')),
+    'entrypoints text[], protocol integer',
+    'pgq.settings, protocol form: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.stats(interval)')),
     'since interval DEFAULT ''00:05:00''::interval',
     'pgq.stats arguments: names, types and defaults'
@@ -192,6 +202,10 @@ SELECT is(
 -- Return types.
 SELECT function_returns('pgq', 'cancel', ARRAY['bigint[]'], 'integer', 'pgq.cancel returns integer');
 SELECT function_returns('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim returns setof record');
+SELECT function_returns(
+    'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'setof record',
+    'pgq.claim (protocol form) returns setof record'
+);
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
 SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
@@ -215,6 +229,9 @@ SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry
 SELECT function_returns('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'integer', 'pgq.run_schedules returns integer');
 SELECT function_returns('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'timestamp with time zone', 'pgq.schedule returns timestamp with time zone');
 SELECT function_returns('pgq', 'settings', ARRAY['text[]'], 'setof record', 'pgq.settings returns setof record');
+SELECT function_returns(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'setof record', 'pgq.settings (protocol form) returns setof record'
+);
 SELECT function_returns('pgq', 'stats', ARRAY['interval'], 'setof record', 'pgq.stats returns setof record');
 SELECT function_returns('pgq', 'unregister_worker', ARRAY['uuid'], 'integer', 'pgq.unregister_worker returns integer');
 SELECT function_returns('pgq', 'unschedule', ARRAY['text'], 'boolean', 'pgq.unschedule returns boolean');
@@ -232,6 +249,53 @@ SELECT is_empty(
         WHERE p.oid = pg_catalog.to_regprocedure('pgq.claim(uuid, text[], integer)') AND a.mode = 't'
     $$,
     'pgq.claim returns at least id, entrypoint, payload, headers, priority, attempt, deliveries, enqueued_at'
+);
+
+-- A call shape keeps its result shape: the 0.1.0 form returns exactly the columns of 0.1.0
+-- (its workers build a job from every one), protocol 2 exactly those of 0.2.0.
+SELECT is(
+    (
+        SELECT array_agg(a.name || ' ' || a.type::regtype::text ORDER BY a.n)
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN
+            LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a (name, type, mode, n)
+        WHERE p.oid = pg_catalog.to_regprocedure('pgq.claim(uuid, text[], integer)') AND a.mode = 't'
+    ),
+    ARRAY[
+        'id bigint', 'entrypoint text', 'payload jsonb', 'headers jsonb', 'priority integer', 'attempt integer',
+        'deliveries integer', 'enqueued_at timestamp with time zone', 'run_at timestamp with time zone',
+        'max_attempts integer', 'timeout interval'
+    ],
+    'pgq.claim(worker_id, entrypoints, batch_size) returns exactly the columns of 0.1.0'
+);
+SELECT is(
+    (
+        SELECT array_agg(a.name || ' ' || a.type::regtype::text ORDER BY a.n)
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN
+            LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a (name, type, mode, n)
+        WHERE p.oid = pg_catalog.to_regprocedure('pgq.claim(uuid, text[], integer, integer)') AND a.mode = 't'
+    ),
+    ARRAY[
+        'id bigint', 'entrypoint text', 'payload jsonb', 'headers jsonb', 'priority integer', 'attempt integer',
+        'deliveries integer', 'enqueued_at timestamp with time zone', 'run_at timestamp with time zone',
+        'max_attempts integer', 'timeout interval', 'concurrency_key text'
+    ],
+    'pgq.claim(..., protocol => 2) returns exactly the columns of protocol 2'
+);
+SELECT is(
+    (
+        SELECT array_agg(a.name || ' ' || a.type::regtype::text ORDER BY a.n)
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN
+            LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a (name, type, mode, n)
+        WHERE p.oid = pg_catalog.to_regprocedure('pgq.settings(text[])') AND a.mode = 't'
+    ),
+    ARRAY[
+        'entrypoint text', 'paused boolean', 'max_attempts integer', 'backoff_base interval', 'backoff_max interval',
+        'lease interval', 'timeout interval', 'concurrency integer', 'rate numeric', 'retention interval'
+    ],
+    'pgq.settings(entrypoints) returns exactly the columns of 0.1.0'
 );
 
 -- Fixed columns of the stats result (DESIGN: at least these).
@@ -252,6 +316,9 @@ SELECT is_empty(
 -- SECURITY DEFINER, with a pinned search_path.
 SELECT is_definer('pgq', 'cancel', ARRAY['bigint[]'], 'pgq.cancel is SECURITY DEFINER');
 SELECT is_definer('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim is SECURITY DEFINER');
+SELECT is_definer(
+    'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'pgq.claim (protocol form) is SECURITY DEFINER'
+);
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
@@ -275,6 +342,9 @@ SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFI
 SELECT is_definer('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules is SECURITY DEFINER');
 SELECT is_definer('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq.schedule is SECURITY DEFINER');
 SELECT is_definer('pgq', 'settings', ARRAY['text[]'], 'pgq.settings is SECURITY DEFINER');
+SELECT is_definer(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq.settings (protocol form) is SECURITY DEFINER'
+);
 SELECT is_definer('pgq', 'stats', ARRAY['interval'], 'pgq.stats is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq.unregister_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unschedule', ARRAY['text'], 'pgq.unschedule is SECURITY DEFINER');
@@ -364,6 +434,22 @@ SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'p
 SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.claim');
 SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.claim');
 SELECT function_privs_are('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.claim');
+SELECT function_privs_are(
+    'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'pgq_producer', ARRAY[]::name[],
+    'pgq_producer cannot execute pgq.claim (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'pgq_worker', ARRAY['EXECUTE'],
+    'pgq_worker can execute pgq.claim (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'pgq_admin', ARRAY['EXECUTE'],
+    'pgq_admin can execute pgq.claim (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'public', ARRAY[]::name[],
+    'public cannot execute pgq.claim (protocol form)'
+);
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.complete');
@@ -464,6 +550,22 @@ SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_producer', AR
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.settings');
 SELECT function_privs_are('pgq', 'settings', ARRAY['text[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.settings');
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq_producer', ARRAY[]::name[],
+    'pgq_producer cannot execute pgq.settings (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq_worker', ARRAY['EXECUTE'],
+    'pgq_worker can execute pgq.settings (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'pgq_admin', ARRAY['EXECUTE'],
+    'pgq_admin can execute pgq.settings (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'settings', ARRAY['text[]', 'integer'], 'public', ARRAY[]::name[],
+    'public cannot execute pgq.settings (protocol form)'
+);
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.stats');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.stats');
 SELECT function_privs_are('pgq', 'stats', ARRAY['interval'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.stats');

@@ -394,8 +394,9 @@ class Queries:
         names = self.entrypoints()
         if not names:
             return []
-        # SELECT *: settings added to pgq.settings later show up without a change here.
-        return self._all("SELECT * FROM pgq.settings(%s::text[])", (names,))
+        # SELECT * of protocol 2's form: its columns are fixed, and a later form's columns
+        # show up here by moving to it, without another change.
+        return self._all("SELECT * FROM pgq.settings(%s::text[], protocol => 2)", (names,))
 
     # --- actions (run as the DSN's role) -----------------------------------------------
 
