@@ -4,7 +4,8 @@
 -- registered it. So may the worker that holds it now (worker_id: the holder of a running
 -- job, NULL otherwise) and members of pgq_admin (and superusers). Anyone else is told
 -- nothing: job ids are sequential, so any other answer would let a producer read every
--- job by counting. Jobs enqueued before 0.3 (enqueued_by NULL) are pgq_admin's.
+-- job by counting. Jobs queued before the upgrade that added enqueued_by (NULL) are
+-- pgq_admin's.
 -- Written to be inlined (LANGUAGE sql, STABLE, no SET clause): it runs inside pgq.job,
 -- pgq.job_status and pgq.watch, which are SECURITY DEFINER.
 -- Returns true or false, never NULL.

@@ -74,7 +74,8 @@ CREATE TABLE pgq._jobs (
     -- How often pgq.snooze put it back.
     snoozes integer NOT NULL DEFAULT 0,
     -- The login role (session_user) that enqueued it: only that role, the worker that
-    -- holds it and pgq_admin may read it (pgq._may_read). NULL for jobs enqueued before 0.3.
+    -- holds it and pgq_admin may read it (pgq._may_read). NULL for jobs queued before the
+    -- upgrade that added it.
     enqueued_by text DEFAULT session_user,
     -- Read by nothing of this release: 0.1.0's functions read and set it, and a call of
     -- theirs under way while an upgrade commits runs against these tables
