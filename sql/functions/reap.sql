@@ -5,13 +5,14 @@
 -- max_deliveries times (a poison pill); jobs running longer than
 -- their entrypoint's timeout plus its lease as grace fail with a timeout error, even when
 -- the worker still heartbeats. Rows of workers gone for over a day are deleted.
--- pg_cron runs it every minute, pgq.register_worker and pgq.sweep too, pgq.heartbeat a
--- lighter form (pgq._reap). Only one sweep runs at a time (a transaction-level advisory
--- lock); a concurrent call returns 0. A worker whose row a claim holds (until it commits)
--- is left to the next sweep.
+-- pg_cron runs it every minute; pgq.sweep runs the same reap, pgq.heartbeat and
+-- pgq.register_worker a lighter, bounded form (pgq._reap). Only one sweep runs at a time
+-- (a transaction-level advisory lock); a concurrent call returns 0. A worker whose row a
+-- claim holds (until it commits) is left to the next sweep.
 -- Every UPDATE re-checks the job's state, so a job completed meanwhile is never touched.
 -- Records when it ran in pgq._maintenance (task 'reap', at most once a second), for
--- pgq.sweeps: pg_cron and pgq.register_worker call it, the heartbeat's light sweep does not.
+-- pgq.sweeps and pgq doctor: pg_cron (or an operator) calls it; workers' sweeps do not, so
+-- the record says whether pg_cron's sweep runs.
 -- Returns the number of jobs released or failed.
 CREATE OR REPLACE FUNCTION pgq.reap()
 RETURNS integer

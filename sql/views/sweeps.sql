@@ -1,5 +1,5 @@
 -- pgq.sweeps: when each periodic sweep last ran, and how late it is. reap: the last
--- pgq.reap() (pg_cron every minute, a worker registering); prune: the last pgq.prune()
+-- pgq.reap() (pg_cron every minute); prune: the last pgq.prune()
 -- (pg_cron hourly, or a worker's pgq.sweep when pg_cron is absent); run_schedules: the
 -- last time a schedule fired, and it is late when a schedule has been due for longer than
 -- a minute. late: how far past `every` the sweep is (NULL: on time, or it never ran).
