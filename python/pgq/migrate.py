@@ -26,8 +26,8 @@ from . import cron as pgcron
 from ._version import __version__
 from .cron import CRON_JOBS, CRON_LOG_JOB
 from .cron import job_name as _job_name
-from .errors import SchemaError
-from .resources import Migration, code_files, migrations, schema_files
+from .errors import SchemaError, translate
+from .resources import Migration, code_files, migrations, schema_files, server_check_file
 
 __all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "upgrade"]
 
@@ -111,10 +111,20 @@ def _apply_code(conn: psycopg.Connection) -> None:
         conn.execute(path.read_text().replace("@PGQ_VERSION@", __version__))
 
 
+def check_server(conn: psycopg.Connection) -> None:
+    """Raise UnsupportedServer (PQ011) on a server older than PostgreSQL 14, before anything
+    changes. The check is SQL (sql/require_server.sql), so an install by hand meets it too."""
+    try:
+        conn.execute(server_check_file().read_text())
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+
+
 def _prepare(
     conn: psycopg.Connection, dsn: str, want_cron: bool
 ) -> tuple[int | None, pgcron.CronPlan | None]:
-    """Everything read before a change: the installed version, the rights, pg_cron."""
+    """Everything read before a change: the server, the installed version, the rights, pg_cron."""
+    check_server(conn)
     version = installed_version(conn)
     if version is not None:
         _check_not_newer(version)
@@ -148,6 +158,7 @@ def install(dsn: str, *, cron: bool = True) -> list[str]:
 def upgrade(dsn: str, *, cron: bool = True) -> list[str]:
     """Apply pending migrations and the current code in one transaction; ensure the sweeps."""
     with _locked(dsn) as conn:
+        check_server(conn)
         version = installed_version(conn)
         if version is None:
             raise SchemaError("pgq is not installed in this database; run `pgq install` first")
