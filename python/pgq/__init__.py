@@ -15,6 +15,7 @@ from .errors import (
     SchemaError,
     UnknownJob,
     UnknownWorker,
+    UnsupportedServer,
     WorkerGone,
     WrongIsolation,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "StatsRow",
     "UnknownJob",
     "UnknownWorker",
+    "UnsupportedServer",
     "Worker",
     "WorkerGone",
     "WorkerRow",

@@ -65,6 +65,12 @@ class SchemaError(PgqError):
     """The database schema cannot be installed or upgraded (foreign schema, newer version)."""
 
 
+class UnsupportedServer(SchemaError):
+    """PQ011: the server is older than PostgreSQL 14; pgq install and upgrade refuse it."""
+
+    sqlstate = "PQ011"
+
+
 _BY_SQLSTATE = {
     cls.sqlstate: cls
     for cls in (
@@ -75,6 +81,7 @@ _BY_SQLSTATE = {
         InvalidCron,
         WrongIsolation,
         WorkerOfAnotherRole,
+        UnsupportedServer,
     )
 }
 

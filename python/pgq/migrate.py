@@ -32,8 +32,8 @@ from . import roles as pgroles
 from ._version import __version__
 from .cron import CRON_JOBS, CRON_LOG_JOB
 from .cron import job_name as _job_name
-from .errors import SchemaError
-from .resources import Migration, code_files, migrations, schema_files
+from .errors import SchemaError, translate
+from .resources import Migration, code_files, migrations, schema_files, server_check_file
 
 __all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "upgrade"]
 
@@ -140,10 +140,21 @@ def _role_prefix(conn: psycopg.Connection, installed: bool, roles: str | None) -
     return recorded
 
 
+def check_server(conn: psycopg.Connection) -> None:
+    """Raise UnsupportedServer (PQ011) on a server older than PostgreSQL 14, before anything
+    changes. The check is SQL (sql/require_server.sql), so an install by hand meets it too."""
+    try:
+        conn.execute(server_check_file().read_text())
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+
+
 def _prepare(
     conn: psycopg.Connection, dsn: str, want_cron: bool, roles: str | None = None
 ) -> tuple[int | None, pgcron.CronPlan | None, str]:
-    """Everything read before a change: the installed version, the roles, the rights, pg_cron."""
+    """Everything read before a change: the server, the installed version, the roles, the
+    rights, pg_cron."""
+    check_server(conn)
     version = installed_version(conn)
     if version is not None:
         _check_not_newer(version)
@@ -185,6 +196,7 @@ def upgrade(dsn: str, *, cron: bool = True, roles: str | None = None) -> list[st
     """Apply pending migrations and the current code in one transaction; ensure the sweeps.
     The install's roles are the ones it recorded (roles, if given, must name the same)."""
     with _locked(dsn) as conn:
+        check_server(conn)
         version = installed_version(conn)
         if version is None:
             raise SchemaError("pgq is not installed in this database; run `pgq install` first")

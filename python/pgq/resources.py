@@ -47,16 +47,25 @@ def migrations() -> list[Migration]:
     return found
 
 
+def server_check_file() -> Path:
+    """The refusal of servers older than PostgreSQL 14 (PQ011): the first SQL of every
+    install path, before anything changes."""
+    return sql_root() / "sql" / "require_server.sql"
+
+
 def schema_files() -> list[Path]:
-    """The current table layout (a fresh install runs these instead of the migrations)."""
-    return sorted((sql_root() / "sql" / "schema").glob("*.sql"))
+    """The current table layout (a fresh install runs these instead of the migrations),
+    after the server check."""
+    return [server_check_file(), *sorted((sql_root() / "sql" / "schema").glob("*.sql"))]
 
 
 def code_files() -> list[Path]:
-    """Roles, functions, views, setup, reconcile (drop what the code no longer defines,
-    hand everything to pgq_owner) and grants: re-applied on every install and upgrade."""
+    """The server check, roles, functions, views, setup, reconcile (drop what the code no
+    longer defines, hand everything to pgq_owner) and grants: re-applied on every install
+    and upgrade."""
     root = sql_root() / "sql"
     return [
+        server_check_file(),
         root / "roles.sql",
         *sorted((root / "functions").glob("*.sql")),
         *sorted((root / "views").glob("*.sql")),

@@ -7,8 +7,10 @@ maintenance database.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -20,6 +22,103 @@ from psycopg.conninfo import make_conninfo
 from pgq import migrate
 
 ADMIN_DSN = os.environ.get("PGQ_TEST_DSN", "postgresql://postgres@127.0.0.1:54329/postgres")
+
+# The SQL-level modules: they only talk SQL to the server (psycopg, the client, an in-process
+# Worker, the CLI run in-process), with no worker processes, browser, proxy, restart or
+# PostgreSQL client tools. They carry the marker `sql_level`: `make test-versions` (and
+# `PGQ_PG_MAJOR=17 make test`) runs them against every supported major with `-m sql_level`;
+# the other modules run on Debian's 15. A new module that fits belongs here.
+SQL_LEVEL_MODULES = frozenset(
+    {
+        "test_claim_marks",
+        "test_claim_races",
+        "test_claim_rows",
+        "test_cli_job",
+        "test_client",
+        "test_doctor",
+        "test_dsn",
+        "test_empty_queue_plans",
+        "test_example_handlers",
+        "test_faults_sql",
+        "test_held_snapshot",
+        "test_hostile_input",
+        "test_keys",
+        "test_least_privilege",
+        "test_managed",
+        "test_migrations",
+        "test_model",
+        "test_retention",
+        "test_security",
+        "test_server_version",
+        "test_sql_claim_plan",
+        "test_sql_concurrency",
+        "test_sql_leases",
+        "test_sql_notify",
+        "test_tracing",
+        "test_unique",
+        "test_wait",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SQL_LEVEL_MODULES:
+            item.add_marker(pytest.mark.sql_level)
+
+
+# Debian's client tools (pg_dump, pg_restore) are 15's; the servers of the other majors come
+# without any (scripts/pg-servers.sh), and pg_dump refuses a newer server.
+PG_DUMP = os.environ.get("PGQ_PG_DUMP", "/usr/lib/postgresql/15/bin/pg_dump")
+
+
+@functools.cache
+def server_major() -> int:
+    with psycopg.connect(ADMIN_DSN) as c:
+        return int(c.execute("SELECT current_setting('server_version_num')::int / 10000").fetchone()[0])
+
+
+@functools.cache
+def server_has_pg_cron() -> bool:
+    with psycopg.connect(ADMIN_DSN) as c:
+        return c.execute("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_cron')").fetchone()[0]
+
+
+@functools.cache
+def client_tools_major() -> int | None:
+    try:
+        out = subprocess.run([PG_DUMP, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    found = re.search(r"(\d+)(?:\.\d+)?", out)
+    return int(found.group(1)) if found else None
+
+
+def skip_without_pg_cron() -> None:
+    if not server_has_pg_cron():
+        pytest.skip(
+            f"needs pg_cron, which the PostgreSQL {server_major()} server under test lacks"
+            " (only Debian's 15 has it here)"
+        )
+
+
+def skip_without_client_tools() -> None:
+    """pg_dump reads servers of its own major and older ones, never newer ones."""
+    client = client_tools_major()
+    if client is None or client < server_major():
+        pytest.skip(
+            f"needs client tools of the server's version (or newer): {PG_DUMP} is PostgreSQL"
+            f" {client}, the server under test is {server_major()}"
+        )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked needs_pg_cron / needs_client_tools skip, saying why, on a server without
+    pg_cron or newer than the client tools (PGQ_PG_MAJOR, make test-versions)."""
+    if item.get_closest_marker("needs_pg_cron"):
+        skip_without_pg_cron()
+    if item.get_closest_marker("needs_client_tools"):
+        skip_without_client_tools()
 
 
 def admin_execute(*statements: sql.Composable | str) -> None:

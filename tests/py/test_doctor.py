@@ -16,6 +16,9 @@ from pgq.doctor import Limits, diagnose
 from test_migrations import dbname
 from test_upgrade import OLD_RELEASE
 
+# Every test here installs with the pg_cron sweeps.
+pytestmark = pytest.mark.needs_pg_cron
+
 
 @pytest.fixture
 def installed(fresh_db: str, cron_cleanup: list[str]) -> str:

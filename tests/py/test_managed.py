@@ -15,6 +15,9 @@ import pgq
 from conftest import ADMIN_DSN, admin_execute, drop_database
 from pgq import cron, migrate
 
+# Every test here installs with the pg_cron sweeps.
+pytestmark = pytest.mark.needs_pg_cron
+
 
 def ident(name: str) -> sql.Identifier:
     return sql.Identifier(name)

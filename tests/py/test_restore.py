@@ -22,6 +22,8 @@ PG_RESTORE = str(Path(PG_DUMP).with_name("pg_restore"))
 SAVED = "_saved_for_restore_test"
 
 
+@pytest.mark.needs_client_tools
+@pytest.mark.needs_pg_cron
 def test_restore_into_a_cluster_without_the_roles_then_install_repairs_it(
     make_db,  # noqa: F811
     tmp_path: Path,
