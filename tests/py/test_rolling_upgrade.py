@@ -20,6 +20,7 @@ import tarfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -495,10 +496,10 @@ def test_old_calls_waiting_for_the_upgrade_run_on_the_new_schema(
         holding, go_on = threading.Event(), threading.Event()
         apply_code = migrate._apply_code
 
-        def held_apply_code(conn: psycopg.Connection) -> None:
+        def held_apply_code(conn: psycopg.Connection, *args: Any) -> None:
             holding.set()
             assert go_on.wait(60)
-            apply_code(conn)
+            apply_code(conn, *args)
 
         monkeypatch.setattr(migrate, "_apply_code", held_apply_code)
         calls = {
