@@ -17,6 +17,7 @@ from .errors import (
     UnknownWorker,
     UnsupportedServer,
     WorkerGone,
+    WorkerOfAnotherRole,
     WrongIsolation,
 )
 from .job import Job, JobCancelled, Snooze
@@ -46,6 +47,7 @@ __all__ = [
     "UnsupportedServer",
     "Worker",
     "WorkerGone",
+    "WorkerOfAnotherRole",
     "WorkerRow",
     "WrongIsolation",
     "__version__",
