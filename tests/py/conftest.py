@@ -12,14 +12,17 @@ import os
 import re
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from cluster import restart_problem, wait_for_server
 from pgq import migrate
+from workers import WorkerProcess
 
 ADMIN_DSN = os.environ.get("PGQ_TEST_DSN", "postgresql://postgres@127.0.0.1:54329/postgres")
 
@@ -188,3 +191,37 @@ def _clean_queue(request: pytest.FixtureRequest) -> Iterator[None]:
                 "TRUNCATE pgq._jobs, pgq._outcomes, pgq._workers, pgq._queues, pgq._schedules,"
                 " pgq._marks, pgq._mark_lows"
             )
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    """Where worker_app's handlers write what they did (workers.ledger_lines reads it)."""
+    return tmp_path
+
+
+@pytest.fixture
+def spawn(dsn: str, ledger: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Starts real `pgq worker` processes on the module's database (or on worker_dsn); any
+    still running when the test ends is killed."""
+    started: list[WorkerProcess] = []
+
+    def start(worker_dsn: str | None = None, *args: str, **env: str) -> WorkerProcess:
+        proc = WorkerProcess(worker_dsn or dsn, ledger, *args, **env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.kill()
+
+
+@pytest.fixture
+def crashable(dsn: str) -> Iterator[None]:
+    """For a test that stops, restarts or crashes the cluster (cluster.py says when it may);
+    the server is up again when the test ends."""
+    problem = restart_problem(dsn)
+    if problem:
+        pytest.skip(problem)
+    yield
+    wait_for_server(dsn)

@@ -10,27 +10,16 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import psycopg
-import pytest
 
-from cluster import db_sh, restart_problem, wait_for_server
+from cluster import db_sh, wait_for_server
 from workers import execute, scalar
 
 N = 200
 CLAIMED = 20
 COMPLETED = 5
 LEASE = 2.0
-
-
-@pytest.fixture
-def crashable(dsn: str) -> Iterator[None]:
-    problem = restart_problem(dsn)
-    if problem:
-        pytest.skip(problem)
-    yield
-    wait_for_server(dsn)
 
 
 class RacingProducer(threading.Thread):

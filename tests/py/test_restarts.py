@@ -17,7 +17,6 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -26,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import PoolTimeout
 
 import pgq
-from cluster import db_sh, restart_problem, wait_for_server
+from cluster import db_sh
 from workers import WorkerProcess, execute, ledger_lines, scalar, wait_until
 
 N = 300
@@ -34,30 +33,6 @@ LEASE = 4.0
 # Goal: 2 s. Asserted: a bound a loaded machine should not reach, well below what a pool
 # backing off 1, 2, 4 ... 128 s took (20 s after a 40 s outage).
 BOUND = 5.0
-
-
-@pytest.fixture
-def crashable(dsn: str) -> Iterator[None]:
-    problem = restart_problem(dsn)
-    if problem:
-        pytest.skip(problem)
-    yield
-    wait_for_server(dsn)
-
-
-@pytest.fixture
-def spawn(dsn: str, tmp_path: Path) -> Iterator:
-    started: list[WorkerProcess] = []
-
-    def start(**env: str) -> WorkerProcess:
-        proc = WorkerProcess(dsn, tmp_path, **env)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.proc.poll() is None:
-            proc.kill()
 
 
 class Probe(threading.Thread):

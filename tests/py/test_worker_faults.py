@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -20,27 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from hooks import HOOK, hook
 from proxy import Proxy
-from workers import WorkerProcess, execute, ledger_lines, listeners, outcome_count, scalar, wait_until
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
-    return tmp_path
-
-
-@pytest.fixture
-def spawn(dsn: str, ledger: Path) -> Iterator:
-    started: list[WorkerProcess] = []
-
-    def start(worker_dsn: str | None = None, *args: str, **env: str) -> WorkerProcess:
-        proc = WorkerProcess(worker_dsn or dsn, ledger, *args, **env)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.proc.poll() is None:
-            proc.kill()
+from workers import execute, ledger_lines, listeners, outcome_count, scalar, wait_until
 
 
 def enqueue(dsn: str, entrypoint: str, payload: str = "{}", n: int = 1, **kwargs: str) -> list[int]:

@@ -16,9 +16,7 @@ import itertools
 import os
 import re
 import shutil
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -28,39 +26,18 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from conftest import ADMIN_DSN
 from netns import Namespace
+from pgbouncer import pgbouncer
 from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
 
 GRACE = 2.0
 # SIGTERM to exit must stay under this (the goal is GRACE + about 3 s); every block below
 # lasts longer than it, so a worker that waits for the block to end fails.
 BOUND = GRACE + 10
-PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 # Network namespaces and veth pairs need root and iproute2.
 NETNS = pytest.mark.skipif(
     shutil.which("ip") is None or os.geteuid() != 0, reason="network namespaces need root and iproute2"
 )
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
-    return tmp_path
-
-
-@pytest.fixture
-def spawn(dsn: str, ledger: Path) -> Iterator:
-    started: list[WorkerProcess] = []
-
-    def start(worker_dsn: str | None = None, *args: str, **env: str) -> WorkerProcess:
-        proc = WorkerProcess(worker_dsn or dsn, ledger, *args, **env)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.proc.poll() is None:
-            proc.kill()
 
 
 def enqueue(dsn: str, payload: str, n: int = 1) -> list[int]:
@@ -131,60 +108,11 @@ def test_sigterm_while_the_job_table_is_locked(dsn: str, ledger: Path, spawn) ->
     check_abandoned_and_rerun(dsn, ledger, spawn, worker.log(), finished, long)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def bouncer() -> Iterator[int]:
     """A PgBouncer in transaction mode, with an admin console (PAUSE, RESUME)."""
-    server = conninfo_to_dict(ADMIN_DSN)
-    work = Path(tempfile.mkdtemp(prefix="pgq-shutdown-pgbouncer-"))
-    work.chmod(0o777)
-    port = _free_port()
-    (work / "userlist.txt").write_text('"postgres" ""\n')
-    (work / "pgbouncer.ini").write_text(
-        f"""[databases]
-* = host={server.get("host", "127.0.0.1")} port={server.get("port", 5432)}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = trust
-auth_file = {work}/userlist.txt
-admin_users = postgres
-pool_mode = transaction
-max_client_conn = 200
-default_pool_size = 20
-ignore_startup_parameters = extra_float_digits,options
-logfile = {work}/pgbouncer.log
-pidfile = {work}/pgbouncer.pid
-"""
-    )
-    for f in work.iterdir():
-        f.chmod(0o666)
-    cmd = [PGBOUNCER, str(work / "pgbouncer.ini")]
-    if os.geteuid() == 0:
-        cmd[1:1] = ["-u", "postgres"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: _accepts(port), 15, "pgbouncer to listen")
+    with pgbouncer() as port:
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
 
 
 def _console(port: int, command: str) -> None:
