@@ -8,9 +8,17 @@
 -- worker) instead of being delivered again.
 -- max_jobs (NULL: all): release at most that many (a sweep's batch; the rest stay held, for
 -- the next batch or sweep).
+-- claimed_before (NULL: any): only jobs claimed before then. A worker's own list of the jobs
+-- it runs (keep) is true of the moment it was sent: a heartbeat or pgq.release the worker
+-- gave up on (its deadline passed) can still run later, once a lock it waited for is free,
+-- and must not release a job the worker claimed after it (the job would run twice at once).
 -- Returns the number of jobs released, canceled or killed.
 CREATE OR REPLACE FUNCTION pgq._release(
-    worker_ids uuid[], keep bigint[] DEFAULT '{}', lost boolean DEFAULT FALSE, max_jobs integer DEFAULT NULL
+    worker_ids uuid[],
+    keep bigint[] DEFAULT '{}',
+    lost boolean DEFAULT FALSE,
+    max_jobs integer DEFAULT NULL,
+    claimed_before timestamptz DEFAULT NULL
 )
 RETURNS integer
 LANGUAGE plpgsql
@@ -39,6 +47,9 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT j.id FROM pgq._jobs AS j
             WHERE j.status = 'running' AND j.entrypoint >= '' AND j.worker_id = w.id AND j.id <> ALL (keep)
+              -- A claim's started_at is its transaction's start (or, rate-limited, a clock
+              -- read later): a claim that began after the caller's statement is left alone.
+              AND (_release.claimed_before IS NULL OR j.started_at < _release.claimed_before)
             LIMIT _release.max_jobs
             FOR UPDATE SKIP LOCKED
         ) AS l

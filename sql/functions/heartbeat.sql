@@ -5,11 +5,14 @@
 -- says it holds but that are not in the list (a claim whose reply was lost, completions
 -- lost in a failover) are released at once, or canceled when that was requested. The
 -- worker must send it only while no claim of its own is in flight (a job it is about to
--- learn of would be released). Without it, nothing is released (0.1 workers).
+-- learn of would be released); jobs claimed after this call was sent are never released
+-- by it (a beat the worker gave up on may still run once a lock it waits for is free).
+-- Without it, nothing is released (0.1 workers).
 -- Then the light sweep (pgq._reap without the walk of every running job, due schedules),
--- each part in a subtransaction: with
--- any worker running, jobs of crashed workers are recovered within lease + heartbeat
--- interval whatever the pg_cron period, and a failing sweep cannot fail the heartbeat. The
+-- each part in a subtransaction: with any worker running, jobs of crashed workers start
+-- coming back within lease + heartbeat interval whatever the pg_cron period (200 per
+-- heartbeat of each live worker, the rest at the next beats or pg_cron's reap), and a
+-- failing sweep cannot fail the heartbeat. The
 -- sweep is bounded per call (pgq._reap: 200 jobs, a quarter of any statement_timeout), and
 -- one that a timeout cancels anyway is caught (pgq._sweep): the heartbeat still succeeds.
 -- Pruning is never done here (see pgq.sweep).
@@ -46,7 +49,9 @@ BEGIN
         PERFORM pgq._check_worker(worker_id);
     END IF;
     IF running IS NOT NULL THEN
-        PERFORM pgq._release(ARRAY[worker_id], running);
+        -- Only jobs claimed before this call was sent: a late run of a beat the worker gave up
+        -- on must not release what it claimed since.
+        PERFORM pgq._release(ARRAY[worker_id], running, claimed_before => statement_timestamp());
     END IF;
     PERFORM pgq._sweep(FALSE);
     RETURN QUERY

@@ -22,7 +22,8 @@ BEGIN
     PERFORM pgq._check_worker_role(worker_id);
     PERFORM pgq._check_worker(worker_id);
     PERFORM pgq._check_ids('keep', keep);
-    RETURN pgq._release(ARRAY[worker_id], keep);
+    -- Only jobs claimed before this call was sent (see pgq._release).
+    RETURN pgq._release(ARRAY[worker_id], keep, claimed_before => statement_timestamp());
 END
 $$;
 

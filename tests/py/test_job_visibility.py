@@ -228,3 +228,23 @@ def test_jobs_queued_before_the_upgrade_are_the_admins(fresh_db: str, logins: di
     recorded = one(fresh_db, "SELECT enqueued_by FROM pgq._jobs WHERE id = %s", after)
     assert recorded == logins["producer_a_name"]
     assert one(as_a, "SELECT pgq.job_status(%s)", after) == "queued"
+
+
+def test_depends_on_another_producers_job_is_unknown(dsn: str, logins: dict[str, str]) -> None:
+    """A dependency answers as pgq.job_status does: a job the producer may not read, live or
+    finished, is unknown (PQ001), not waited for nor reported canceled with it (that told
+    whether another producer's job exists and how it ended). Its own jobs work as before."""
+    theirs = one(logins["producer_a"], "SELECT pgq.enqueue('dep_theirs')")
+    mine = one(logins["producer_b"], "SELECT pgq.enqueue('dep_mine')")
+    probe = "SELECT pgq.enqueue('dep_probe', depends_on => ARRAY[%s]::bigint[])"
+    with pytest.raises(psycopg.Error, match=f"job {theirs} is unknown") as refused:
+        one(logins["producer_b"], probe, theirs)
+    assert refused.value.sqlstate == "PQ001"
+    one(logins["admin"], "SELECT pgq.cancel(ARRAY[%s]::bigint[])", theirs)  # finished now
+    with pytest.raises(psycopg.Error, match=f"job {theirs} is unknown") as refused:
+        one(logins["producer_b"], probe, theirs)
+    assert refused.value.sqlstate == "PQ001"
+    waiting = one(logins["producer_b"], probe, mine)
+    assert one(logins["producer_b"], "SELECT pgq.job_status(%s)", waiting) == "waiting"
+    # pgq_admin may wait for anyone's job.
+    assert one(logins["admin"], "SELECT pgq.job_status(%s)", one(logins["admin"], probe, mine)) == "waiting"

@@ -419,3 +419,39 @@ def test_a_claim_that_takes_nothing_writes_nothing(session) -> None:
     with c.transaction():
         assert claim(c, worker, ["idle_ep"], 10) == []
         assert c.execute("SELECT pg_current_xact_id_if_assigned()").fetchone() == (None,)
+
+
+def test_a_late_heartbeat_never_releases_a_job_claimed_after_it(dsn: str) -> None:
+    """The worker sent a heartbeat with its list of running jobs; the beat waited for a lock
+    on the worker row (here another session's FOR SHARE), the worker gave up on it at its
+    deadline (its cancel lost, or libpq too old to send one) and claimed a job. When the lock
+    is free the stale beat runs: it must not release that job, which would then run twice at
+    once."""
+    ep = "late_beat"
+    with (
+        psycopg.connect(dsn, autocommit=True) as holder,
+        psycopg.connect(dsn, autocommit=True) as late,
+        psycopg.connect(dsn, autocommit=True) as worker_conn,
+    ):
+        worker = register(worker_conn, "late", [ep])
+        earlier = worker_conn.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
+        assert claim(worker_conn, worker, [ep]) == [(earlier, 1)]
+        holder.execute("BEGIN")
+        holder.execute("SELECT 1 FROM pgq._workers WHERE id = %s FOR SHARE", (worker,))
+        with ThreadPoolExecutor(1) as pool:
+            stale = pool.submit(
+                lambda: late.execute(
+                    "SELECT * FROM pgq.heartbeat(%s::uuid, ARRAY[]::bigint[])", (worker,)
+                ).fetchall()
+            )
+            assert wait_until_waiting_on_lock(worker_conn, late.info.backend_pid)
+            job = worker_conn.execute("SELECT pgq.enqueue(%s)", (ep,)).fetchone()[0]
+            assert claim(worker_conn, worker, [ep]) == [(job, 1)]
+            holder.execute("COMMIT")
+            stale.result(timeout=30)
+        rows = worker_conn.execute(
+            "SELECT id, status, deliveries FROM pgq._jobs WHERE id = ANY(%s) ORDER BY id", ([earlier, job],)
+        ).fetchall()
+        # The job claimed before the beat, not in its list, goes back (a lost claim reply);
+        # the one claimed after it stays with the worker.
+        assert rows == [(earlier, "queued", 1), (job, "running", 1)]
