@@ -31,9 +31,10 @@ from pgbouncer import pgbouncer
 from workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
 
 GRACE = 2.0
-# SIGTERM to exit must stay under this (the goal is GRACE + about 3 s); every block below
-# lasts longer than it, so a worker that waits for the block to end fails.
-BOUND = GRACE + 10
+# SIGTERM to exit must stay under this (the goal is GRACE + about 3 s; docs/deploy.md gives
+# supervisors a stop timeout of grace + 5 s); every block below lasts longer than it, so a
+# worker that waits for the block to end fails.
+BOUND = GRACE + 5
 # Network namespaces and veth pairs need root and iproute2.
 NETNS = pytest.mark.skipif(
     shutil.which("ip") is None or os.geteuid() != 0, reason="network namespaces need root and iproute2"

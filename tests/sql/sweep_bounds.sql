@@ -2,12 +2,24 @@
 -- at most 200 jobs per call, the rest left to the next call) and of the whole sweep (all
 -- the jobs), and pgq._sweep_deadline, which reads the statement_timeout in force.
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 
 SET LOCAL statement_timeout = '400ms';
 SELECT is(pgq._sweep_deadline(0.25), statement_timestamp() + interval '100 ms', 'a quarter of a 400 ms timeout');
 SET LOCAL statement_timeout = 0;
 SELECT is(pgq._sweep_deadline(0.5), 'infinity'::timestamptz, 'no timeout: no deadline');
+-- PostgreSQL 17 and newer: a transaction_timeout counts from the transaction's start.
+SELECT CASE WHEN current_setting('server_version_num')::int >= 170000 THEN set_config('transaction_timeout', '1h', TRUE) END;
+SELECT is(
+    pgq._sweep_deadline(0.5),
+    CASE
+        WHEN current_setting('server_version_num')::int >= 170000
+            THEN transaction_timestamp() + interval '30 min'
+        ELSE 'infinity'::timestamptz
+    END,
+    'half of a one-hour transaction_timeout, from the transaction start (17 and newer)'
+);
+SELECT CASE WHEN current_setting('server_version_num')::int >= 170000 THEN set_config('transaction_timeout', '0', TRUE) END;
 
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
 INSERT INTO t_worker VALUES ('gone', pgq.register_worker('gone', ARRAY['sb']));

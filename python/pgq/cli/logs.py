@@ -62,6 +62,13 @@ class JsonFormatter(_Formatter):
         return self._encode(doc)
 
 
+# At exit logging.shutdown flushes, then closes: each waits at most this long for a stderr
+# nobody reads, so that the log adds at most about a second to a worker's shutdown (bounded
+# by its grace period plus about 3 s: a supervisor's stop timeout must not be the one that
+# ends it).
+_EXIT_WAIT = 0.5
+
+
 class BufferedHandler(logging.Handler):
     """Lines go out in blocks, at most `interval` seconds late; warnings and errors at once.
 
@@ -111,7 +118,7 @@ class BufferedHandler(logging.Handler):
         if record.levelno >= logging.WARNING or self._size >= 1 << 16:
             self._wake.set()
 
-    def flush(self, timeout: float = 2.0) -> None:
+    def flush(self, timeout: float = _EXIT_WAIT) -> None:
         """Write what is held, waiting at most `timeout` seconds for stderr to take it."""
         deadline = time.monotonic() + timeout
         if not self._writing.acquire(timeout=timeout):
@@ -220,8 +227,8 @@ class BufferedHandler(logging.Handler):
         """Flush, giving up after a while: at exit (logging.shutdown), a pipe nobody reads
         must not hold the process. What is still held then is counted and said."""
         self._closed = True
-        deadline = time.monotonic() + 2.0
-        if self._writing.acquire(timeout=2.0):
+        deadline = time.monotonic() + _EXIT_WAIT
+        if self._writing.acquire(timeout=_EXIT_WAIT):
             try:
                 if not self._drain_until(deadline):
                     with self._held:
