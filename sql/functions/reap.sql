@@ -29,7 +29,7 @@ DECLARE
     v_reaped integer;
 BEGIN
     v_reaped := pgq._reap(TRUE);
-    -- Read first: a burst of registering workers does not queue on the row's lock.
+    -- Read first: calls at once (pg_cron's and an operator's) do not queue on the row's lock.
     IF NOT EXISTS (
         SELECT 1 FROM pgq._maintenance AS m
         WHERE m.task = 'reap' AND m.last_run > pg_catalog.now() - interval '1 second'
