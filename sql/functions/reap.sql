@@ -29,8 +29,11 @@ DECLARE
     v_reaped integer;
 BEGIN
     v_reaped := pgq._reap(TRUE);
-    -- Read first: calls at once (pg_cron's and an operator's) do not queue on the row's lock.
-    IF NOT EXISTS (
+    -- Only a call that swept records it, and never waits for the record's row: pgq._reap
+    -- swept when this transaction holds the sweep lock (taking it again here is a no-op),
+    -- and a concurrent sweep that holds the row holds that lock (a waiting record would
+    -- fail a call under lock_timeout). Read first: no write when the row is fresh.
+    IF pg_try_advisory_xact_lock(7366513, 1) AND NOT EXISTS (
         SELECT 1 FROM pgq._maintenance AS m
         WHERE m.task = 'reap' AND m.last_run > pg_catalog.now() - interval '1 second'
     ) THEN
