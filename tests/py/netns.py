@@ -4,7 +4,7 @@ vanish without a reset, as when a network partition or a dead switch drops them 
 machine has neither netem nor iptables; `ip neigh` works).
 
 The database listens on 127.0.0.1 only: a TCP forwarder (proxy.Proxy) on the root side of
-the pair passes connections on. Names carry `shd` and the test process's id, and the
+the pair passes connections on. Names carry `pgq` and the test process's id, and the
 subnet is the project's own (10.115.54.0/24, a /30 per process), so that tests of other
 branches running at the same time on this machine never collide with it.
 """
@@ -30,9 +30,9 @@ class Namespace:
 
     def __init__(self, db_port: int) -> None:
         tag = os.getpid() % 100000
-        self.name = f"pgq-shutdown-{tag}"
-        self.outer = f"shd{tag}o"  # interface names: at most 15 characters
-        self.inner = f"shd{tag}i"
+        self.name = f"pgq-netns-{tag}"
+        self.outer = f"pgq{tag}o"  # interface names: at most 15 characters
+        self.inner = f"pgq{tag}i"
         base = 4 * (tag % 64)
         self.host = f"10.115.54.{base + 1}"  # the root side: the forwarder listens here
         self.guest = f"10.115.54.{base + 2}"

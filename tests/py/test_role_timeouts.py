@@ -32,7 +32,7 @@ TIMEOUT = "300ms"
 @pytest.fixture(scope="module")
 def timed(dsn: str) -> Iterator[str]:
     """The DSN of a worker login role with statement_timeout set on the role."""
-    name = f"pgq_sqlcore_timed_{uuid.uuid4().hex[:8]}"
+    name = f"pgq_timed_{uuid.uuid4().hex[:8]}"
     admin_execute(
         sql.SQL("CREATE ROLE {} LOGIN IN ROLE pgq_worker").format(sql.Identifier(name)),
         sql.SQL("ALTER ROLE {} SET statement_timeout = {}").format(
@@ -202,7 +202,7 @@ FLEET_SETTINGS = {
 @pytest.fixture
 def strict(dsn: str) -> Iterator[str]:
     """The DSN of a worker login role with FLEET_SETTINGS on it."""
-    name = f"pgq_sqlcore_strict_{uuid.uuid4().hex[:8]}"
+    name = f"pgq_strict_{uuid.uuid4().hex[:8]}"
     statements: list[sql.Composable] = [
         sql.SQL("CREATE ROLE {} LOGIN IN ROLE pgq_worker").format(sql.Identifier(name))
     ]

@@ -59,15 +59,13 @@ def test_soak_under_role_timeouts(template_db: str, tmp_path: Path) -> None:
     problem = restart_problem(dsn)
     if problem:
         pytest.skip(problem)
-    cfg = SoakConfig(
-        seconds=36, lease=2.0, drain_timeout=30, role_settings=DBA_SETTINGS, role_prefix="pgq_sqlcore"
-    )
+    cfg = SoakConfig(seconds=36, lease=2.0, drain_timeout=30, role_settings=DBA_SETTINGS)
     try:
         report = run_soak(dsn, tmp_path, cfg)
     finally:
         wait_for_server(dsn)
         drop_database(name)
-        admin_execute("DROP ROLE IF EXISTS pgq_sqlcore_worker", "DROP ROLE IF EXISTS pgq_sqlcore_producer")
+        admin_execute("DROP ROLE IF EXISTS pgq_soak_worker", "DROP ROLE IF EXISTS pgq_soak_producer")
     detail = "\n".join([*report.problems, report.summary])
     assert report.stats["jobs"] > 1000, detail
     assert report.stats["lost"] == 0, detail
