@@ -63,7 +63,7 @@ def dashboard_command(
     if password is None and "*" in allowed_hosts:
         click.echo("error: --allowed-host '*' needs a password (PGQ_DASHBOARD_PASSWORD)", err=True)
         sys.exit(1)
-    if host.strip("[]") in ("0.0.0.0", "::") and not allowed_hosts:
+    if host.strip("[]") in ("", "0.0.0.0", "::") and not allowed_hosts:
         # Requests name the host clients reach it by, which an address of all interfaces is
         # not: without the list, every request would be refused.
         click.echo(
