@@ -67,7 +67,7 @@ from soak_audit import (
     read_ledger,
 )
 
-__all__ = ["KINDS", "KNOWN_BUGS", "SoakConfig", "SoakReport", "run_soak"]
+__all__ = ["DBA_SETTINGS", "KINDS", "KNOWN_BUGS", "SoakConfig", "SoakReport", "run_soak"]
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("kill", "terminate", "restart-fast", "restart-immediate", "read-only")
@@ -735,6 +735,20 @@ def run_soak(dsn: str, ledger: Path, cfg: SoakConfig, say: Callable[[str], None]
     return report
 
 
+# What a DBA or a managed service sets on application roles: statements over 2 s are
+# cancelled (every pgq call a worker or producer makes takes milliseconds; a sweep bounds
+# itself inside it), lock waits over 1 s fail (under the statement timeout, so they surface
+# as lock_not_available, not as a cancel), a transaction left idle for 5 s is ended
+# (transactional handlers here run well under that), and a session idle for 10 s is closed
+# (the pools' connections and the LISTEN connection meet it between bursts and drains).
+DBA_SETTINGS = {
+    "statement_timeout": "2s",
+    "lock_timeout": "1s",
+    "idle_in_transaction_session_timeout": "5s",
+    "idle_session_timeout": "10s",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="pgq chaos soak (restarts the PostgreSQL cluster!)")
     parser.add_argument(
@@ -748,6 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), help="faults to inject (comma-separated)")
     parser.add_argument("--gap", type=float, nargs=2, metavar=("MIN", "MAX"), help="seconds between faults")
     parser.add_argument("--database", default="pgq_soak")
+    parser.add_argument(
+        "--dba-settings", action="store_true", help="workers and producers log in as roles with DBA_SETTINGS"
+    )
     args = parser.parse_args(argv)
 
     problem = restart_problem(args.dsn)
@@ -771,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         # The long form: a fault every 5 to 20 s; shorter runs keep the short form's pace.
         fault_gap=tuple(args.gap) if args.gap else (5.0, 20.0) if args.minutes >= 2 else SoakConfig.fault_gap,
         kinds=tuple(args.kinds.split(",")),
+        role_settings=DBA_SETTINGS if args.dba_settings else None,
     )
     if not set(cfg.kinds) <= set(KINDS + LONG_KINDS):
         parser.error(f"--kinds: choose from {', '.join(KINDS + LONG_KINDS)}")

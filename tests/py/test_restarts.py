@@ -105,7 +105,11 @@ def settle_and_check(dsn: str, worker: WorkerProcess, since: float, what: str) -
 
 
 def sessions(conn: psycopg.Connection, db: str) -> int:
-    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (db,)).fetchone()[0]
+    # Client backends only: an autovacuum worker of the database (the drain left dead rows)
+    # takes no connection slot.
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend'", (db,)
+    ).fetchone()[0]
 
 
 def failures_once_back(worker: WorkerProcess) -> list[str]:
