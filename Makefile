@@ -5,9 +5,11 @@ SHELL := /bin/bash
 PGQ_PORT ?= 54329
 # The server under test: Debian's 15 (with pg_cron) by default; PGQ_PG_MAJOR=14|16|17|18 runs
 # a server from scripts/pg-servers.sh (no pg_cron) on port PGQ_VERSIONS_PORT + major, with
-# its own cluster in .pgdata-<major>/.
+# its own cluster in .pgdata-<major>/. Those ports lie below Linux's ephemeral range
+# (32768-60999): a client's connection of the suite that was given one as its own address
+# stopped a server from binding it.
 PGQ_PG_MAJOR ?= 15
-PGQ_VERSIONS_PORT ?= 54340
+PGQ_VERSIONS_PORT ?= 25440
 ifneq ($(PGQ_PG_MAJOR),15)
 PGQ_PORT := $(shell echo $$(( $(PGQ_VERSIONS_PORT) + $(PGQ_PG_MAJOR) )))
 endif
@@ -92,7 +94,7 @@ tap: deps db
 # On another major than 15: the SQL-level modules only (tests/py/conftest.py lists them).
 PYTEST_SELECT ?= $(if $(filter-out 15,$(PGQ_PG_MAJOR)),-m sql_level)
 pytest: deps db
-	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py $(PYTEST_SELECT)
+	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py --durations=15 $(PYTEST_SELECT)
 
 test: deps db lint tap pytest
 
