@@ -73,6 +73,8 @@ _SWEEP_EVERY = 60.0
 # two leases, at most a minute apart: the database then walks every running-index entry
 # of the worker, and under a held snapshot that is one for every job it claimed since.
 _RECONCILE_LEASES = 2
+# A reconciling heartbeat that found a claim in flight tries again after this long.
+_RECONCILE_RETRY = 0.5
 _RECONCILE_MAX = 60.0
 # A handler runs in a consumer span when OpenTelemetry is installed (pgq.tracing).
 _NO_SPAN = contextlib.nullcontext()
@@ -967,6 +969,10 @@ class Worker:
                 [(query, (worker_id, None)), settings], seconds, "heartbeat"
             )
             self._apply_settings(current)
+            if due:
+                # A claim was in flight: try again soon, not a whole interval later (jobs
+                # the database holds as ours would stay held that much longer).
+                self._loop.call_later(_RECONCILE_RETRY, self._beat_now.set)
             return rows
         # No await between the check above and this: a claim starting now waits for us.
         self._reconciling = reconciling = asyncio.Event()
