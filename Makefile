@@ -14,7 +14,7 @@ ifneq ($(PGQ_PG_MAJOR),15)
 PGQ_PORT := $(shell echo $$(( $(PGQ_VERSIONS_PORT) + $(PGQ_PG_MAJOR) )))
 endif
 export PGQ_PORT PGQ_PG_MAJOR
-# Supported majors (README, "Supported PostgreSQL versions"); 13 only proves the refusal.
+# Supported majors (docs/install.md, "Supported PostgreSQL versions"); 13 only proves the refusal.
 PG_MAJORS := 14 15 16 17 18
 PG_UNSUPPORTED := 13
 ADMIN_DSN := postgresql://postgres@127.0.0.1:$(PGQ_PORT)/postgres
