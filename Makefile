@@ -1,4 +1,4 @@
-# pgq: make demo | make test | make test-versions | make lint | make bench | make db | make db-stop | make deps
+# pgq: make demo | make test | make test-versions | make lint | make docs | make bench | make db | make db-stop | make deps
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -14,7 +14,7 @@ ifneq ($(PGQ_PG_MAJOR),15)
 PGQ_PORT := $(shell echo $$(( $(PGQ_VERSIONS_PORT) + $(PGQ_PG_MAJOR) )))
 endif
 export PGQ_PORT PGQ_PG_MAJOR
-# Supported majors (README, "Supported PostgreSQL versions"); 13 only proves the refusal.
+# Supported majors (docs/install.md, "Supported PostgreSQL versions"); 13 only proves the refusal.
 PG_MAJORS := 14 15 16 17 18
 PG_UNSUPPORTED := 13
 ADMIN_DSN := postgresql://postgres@127.0.0.1:$(PGQ_PORT)/postgres
@@ -26,7 +26,7 @@ PSQL := psql -X -q -v ON_ERROR_STOP=1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer chromium chromium-driver iproute2
 
-.PHONY: help deps apt venv pg-servers db db-stop lint test tap pytest demo bench soak freeze clean
+.PHONY: help deps apt venv pg-servers db db-stop lint docs test tap pytest demo bench soak freeze clean
 .PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported
 
 help:
@@ -36,6 +36,7 @@ help:
 	@echo "make test-versions  pgTAP and the SQL-level pytest on PostgreSQL $(PG_MAJORS)"
 	@echo "               and pgq install refusing $(PG_UNSUPPORTED) (make tap-versions: pgTAP only)"
 	@echo "make lint     sqlfluff + ruff"
+	@echo "make docs     the documentation site (mkdocs build --strict into .site/)"
 	@echo "make bench    the benchmark"
 	@echo "make soak     the chaos soak (MINUTES=10; restarts the cluster)"
 	@echo "make db       start the local cluster (make db-stop stops it)"
@@ -84,6 +85,11 @@ lint: venv
 	$(VENV)/bin/ruff check python tests/py
 	$(VENV)/bin/ruff format --check python tests/py
 
+# The documentation site (mkdocs.yml, docs/): --strict turns every warning into a failure,
+# among them a link to a missing page or heading. The venv has the `docs` extra (via `dev`).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # pgTAP on a fresh database.
 tap: deps db
 	$(PSQL) -d $(ADMIN_DSN) -c 'DROP DATABASE IF EXISTS pgq_tap WITH (FORCE)' -c 'CREATE DATABASE pgq_tap'
@@ -96,7 +102,7 @@ PYTEST_SELECT ?= $(if $(filter-out 15,$(PGQ_PG_MAJOR)),-m sql_level)
 pytest: deps db
 	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py --durations=15 $(PYTEST_SELECT)
 
-test: deps db lint tap pytest
+test: deps db lint docs tap pytest
 
 # One major of test-versions: its cluster is stopped afterwards, pass or fail (15's stays up).
 versions-one:
@@ -153,4 +159,4 @@ freeze: venv db
 	scripts/freeze.sh $(VERSION) $(COMMIT)
 
 clean: db-stop versions-stop
-	rm -rf .pgdata .pgdata-* .pg $(VENV)
+	rm -rf .pgdata .pgdata-* .pg $(VENV) .site

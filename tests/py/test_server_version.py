@@ -1,4 +1,4 @@
-"""pgq supports PostgreSQL 14 to 18 (README, "Supported PostgreSQL versions"). On an older
+"""pgq supports PostgreSQL 14 to 18 (docs/install.md, "Supported PostgreSQL versions"). On an older
 server every install path refuses before anything changes: sql/require_server.sql, the first
 SQL that `pgq install` and `pgq upgrade` run and the first of both the schema and the code
 files (what an install by hand with psql would run), raises PQ011 with the server's version

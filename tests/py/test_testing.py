@@ -470,10 +470,10 @@ def test_a(pgq_dsn, pgq_databases):
     assert _databases(prefix) == []
 
 
-# --- the README example -----------------------------------------------------------------
+# --- the example of docs/testing.md --------------------------------------------------------
 
 
-def test_the_readme_example_is_the_test_file_the_suite_runs() -> None:
+def test_the_docs_example_is_the_test_file_the_suite_runs() -> None:
     example = (ROOT / "tests/py/test_example_handlers.py").read_text()
-    readme = (ROOT / "README.md").read_text()
-    assert f"```python\n{example}```\n" in readme
+    page = (ROOT / "docs/testing.md").read_text()
+    assert f"```python\n{example}```\n" in page
