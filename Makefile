@@ -27,7 +27,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-sourcehandler-pgtap-perl pgbouncer chromium chromium-driver iproute2
 
 .PHONY: help deps apt venv pg-servers db db-stop lint docs test tap pytest demo bench soak freeze clean
-.PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported
+.PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported install-extension
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
@@ -90,10 +90,26 @@ lint: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-# pgTAP on a fresh database.
-tap: deps db
+# The extension pgq (pgq sql extension) into a server's extension directory: PG_CONFIG's, or
+# with PGQ_PG_MAJOR other than 15 the embedded server's of scripts/pg-servers.sh.
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+EXTENSION_DIR = $(if $(filter 15,$(PGQ_PG_MAJOR)),$(shell $(PG_CONFIG) --sharedir)/extension,.pg/$(PGQ_PG_MAJOR)/share/postgresql/extension)
+install-extension: venv
+	$(PGQ) sql extension $(EXTENSION_DIR) >/dev/null
+
+# pgTAP on a fresh database. How pgq gets there: TAP_INSTALL=script (the SQL of `pgq sql
+# install` through psql -1, on 15), extension (CREATE EXTENSION pgq, on the other majors)
+# or cli (`pgq install`); pytest covers the CLI install and proves the three schemas equal.
+TAP_INSTALL ?= $(if $(filter 15,$(PGQ_PG_MAJOR)),script,extension)
+tap: deps db $(if $(filter extension,$(TAP_INSTALL)),install-extension)
 	$(PSQL) -d $(ADMIN_DSN) -c 'DROP DATABASE IF EXISTS pgq_tap WITH (FORCE)' -c 'CREATE DATABASE pgq_tap'
+ifeq ($(TAP_INSTALL),script)
+	$(PGQ) sql install | $(PSQL) -1 -d $(TAP_DSN) -f - >/dev/null
+else ifeq ($(TAP_INSTALL),extension)
+	$(PSQL) -d $(TAP_DSN) -c 'CREATE EXTENSION pgq'
+else
 	$(PGQ) install --dsn $(TAP_DSN) --no-cron >/dev/null
+endif
 	$(PSQL) -d $(TAP_DSN) -c 'CREATE EXTENSION pgtap'
 	pg_prove --dbname pgq_tap --host 127.0.0.1 --port $(PGQ_PORT) --username postgres tests/sql/*.sql
 

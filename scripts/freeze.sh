@@ -6,7 +6,8 @@
 # dumped by `pg_dump --no-owner --schema=pgq`. Without COMMIT it freezes the working tree
 # (the release being prepared); with COMMIT it freezes that commit's code and also writes
 # tests/fixtures/pgq-VERSION-python.tar.xz, its python/pgq, which the rolling-upgrade test
-# runs as the old release's workers (CI clones may be shallow: the code travels as a file).
+# runs as the old release's workers (CI clones may be shallow: the code travels as a file),
+# and sql/releases/pgq--VERSION.sql, that release as the extension's install script.
 # Uses the local cluster of PGQ_PORT (scripts/db.sh start) and the project's .venv.
 set -euo pipefail
 
@@ -75,6 +76,14 @@ mv "$out.tmp" "$out"
 echo "wrote $out"
 
 if [ -n "$commit" ]; then
+    # The release as the extension's install script (pgq sql extension ships it, so that a
+    # database created with that release can be updated): the same assembly as today's.
+    release=$top/sql/releases/pgq--$version.sql
+    mkdir -p "$top/sql/releases"
+    (cd "$top/python" && "$python" -c 'import sys; from pathlib import Path; from pgq.scripts import Source, extension_install; sys.stdout.write(extension_install(Source(sys.argv[1], Path(sys.argv[2]))))' "$version" "$work") >"$release.tmp"
+    mv "$release.tmp" "$release"
+    echo "wrote $release"
+
     archive=$fixtures/pgq-$version-python.tar.xz
     git -C "$top" archive "$commit" python/pgq | xz -9 >"$archive.tmp"
     mv "$archive.tmp" "$archive"

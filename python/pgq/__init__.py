@@ -8,6 +8,7 @@ from ._version import __version__
 from .async_client import AsyncClient
 from .client import Client
 from .errors import (
+    InstallMismatch,
     InvalidArgument,
     InvalidCron,
     PayloadTooLarge,
@@ -28,6 +29,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "Enqueued",
+    "InstallMismatch",
     "InvalidArgument",
     "InvalidCron",
     "Job",

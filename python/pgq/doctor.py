@@ -18,7 +18,7 @@ import psycopg
 from . import cron as pgcron
 from . import roles as pgroles
 from ._version import __version__
-from .migrate import installed_version
+from .migrate import extension_version, installed_version
 from .resources import code_files, migrations
 
 
@@ -55,8 +55,15 @@ def check_version(conn: psycopg.Connection, limits: Limits) -> Found:
         return [("pgq is not installed in this database", "run `pgq install`")]
     latest = migrations()[-1].version
     found: Found = []
+    # An extension install is upgraded by ALTER EXTENSION, never by the CLI.
+    ext = extension_version(conn)
+    mend = (
+        "install the new extension files (pgq sql extension DIR), then ALTER EXTENSION pgq UPDATE"
+        if ext is not None
+        else "run `pgq upgrade`"
+    )
     if version < latest:
-        found.append((f"schema version {version} is behind the code's {latest}", "run `pgq upgrade`"))
+        found.append((f"schema version {version} is behind the code's {latest}", mend))
     elif version > latest:
         found.append(
             (f"schema version {version} is newer than the code's {latest}", "upgrade the pgq package")
@@ -67,8 +74,9 @@ def check_version(conn: psycopg.Connection, limits: Limits) -> Found:
     if installed != __version__:
         found.append(
             (
-                f"the code installed is pgq {installed or 'before 0.2'}, this is {__version__}",
-                "run `pgq upgrade`",
+                f"the code installed is pgq {installed or 'before 0.2'}"
+                f"{' (the extension pgq)' if ext is not None else ''}, this is {__version__}",
+                mend,
             )
         )
     return found

@@ -71,6 +71,14 @@ class UnsupportedServer(SchemaError):
     sqlstate = "PQ011"
 
 
+class InstallMismatch(SchemaError):
+    """PQ012: an install or upgrade script met a database in another state than it is for
+    (pgq already there, another release, or installed the other way: by `pgq install` or as
+    the extension)."""
+
+    sqlstate = "PQ012"
+
+
 _BY_SQLSTATE = {
     cls.sqlstate: cls
     for cls in (
@@ -82,6 +90,7 @@ _BY_SQLSTATE = {
         WrongIsolation,
         WorkerOfAnotherRole,
         UnsupportedServer,
+        InstallMismatch,
     )
 }
 

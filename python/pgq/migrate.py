@@ -32,7 +32,7 @@ from . import roles as pgroles
 from ._version import __version__
 from .cron import CRON_JOBS, CRON_LOG_JOB
 from .cron import job_name as _job_name
-from .errors import SchemaError, translate
+from .errors import InstallMismatch, SchemaError, translate
 from .resources import Migration, code_files, migrations, schema_files, server_check_file
 
 __all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "upgrade"]
@@ -80,6 +80,39 @@ def installed_version(conn: psycopg.Connection) -> int | None:
         )
     version = conn.execute("SELECT max(version) FROM pgq._migrations").fetchone()[0]
     return version or 0
+
+
+def extension_version(conn: psycopg.Connection) -> str | None:
+    """The version of the extension pgq when pgq was installed with CREATE EXTENSION, else
+    None (installed by `pgq install` or its SQL script, or not installed)."""
+    row = conn.execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pgq'").fetchone()
+    return row[0] if row else None
+
+
+def install_kind(conn: psycopg.Connection) -> str | None:
+    """How pgq was installed here: 'extension', 'cli' (pgq install or its SQL script), or
+    None when it is not installed."""
+    if extension_version(conn) is not None:
+        return "extension"
+    return None if installed_version(conn) is None else "cli"
+
+
+def _refuse_extension(conn: psycopg.Connection, command: str) -> None:
+    """The CLI never changes an extension's objects: PostgreSQL would record them wrongly
+    (objects the CLI creates would not be members of the extension)."""
+    version = extension_version(conn)
+    if version is not None:
+        hint = {
+            "install": "upgrade it with ALTER EXTENSION pgq UPDATE (after installing the new"
+            " extension files: pgq sql extension DIR)",
+            "upgrade": "upgrade it with ALTER EXTENSION pgq UPDATE (after installing the new"
+            " extension files: pgq sql extension DIR)",
+            "uninstall": "remove it with DROP EXTENSION pgq (then DROP SCHEMA pgq)",
+        }[command]
+        raise InstallMismatch(
+            f"pgq {version} is installed in this database as the extension pgq; `pgq {command}`"
+            f" changes nothing there: {hint}"
+        )
 
 
 def check_privileges(conn: psycopg.Connection, installed: bool, prefix: str = pgroles.DEFAULT_PREFIX) -> None:
@@ -155,6 +188,7 @@ def _prepare(
     """Everything read before a change: the server, the installed version, the roles, the
     rights, pg_cron."""
     check_server(conn)
+    _refuse_extension(conn, "install")
     version = installed_version(conn)
     if version is not None:
         _check_not_newer(version)
@@ -197,6 +231,7 @@ def upgrade(dsn: str, *, cron: bool = True, roles: str | None = None) -> list[st
     The install's roles are the ones it recorded (roles, if given, must name the same)."""
     with _locked(dsn) as conn:
         check_server(conn)
+        _refuse_extension(conn, "upgrade")
         version = installed_version(conn)
         if version is None:
             raise SchemaError("pgq is not installed in this database; run `pgq install` first")
@@ -348,6 +383,7 @@ def uninstall(dsn: str, *, cascade: bool = False) -> list[str]:
     with _locked(dsn) as conn:
         if installed_version(conn) is None:
             return ["pgq is not installed; nothing to do"]
+        _refuse_extension(conn, "uninstall")
         kept = pgroles.names(pgroles.installed_prefix(conn) or pgroles.DEFAULT_PREFIX)
         found = dependents(conn)
         if found and not cascade:

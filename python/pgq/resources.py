@@ -33,10 +33,11 @@ class Migration:
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-def migrations() -> list[Migration]:
-    """The migrations, in order; they must be numbered 1..N without gaps."""
+def migrations(root: Path | None = None) -> list[Migration]:
+    """The migrations, in order; they must be numbered 1..N without gaps. `root`: another
+    tree's sql/ and migrations/ (a release being frozen), default this package's."""
     found = []
-    for path in sorted((sql_root() / "migrations").glob("*.sql")):
+    for path in sorted(((root or sql_root()) / "migrations").glob("*.sql")):
         m = _MIGRATION.match(path.name)
         if not m:
             raise ValueError(f"migration file name {path.name!r} is not NNNN_snake_case.sql")
@@ -47,29 +48,30 @@ def migrations() -> list[Migration]:
     return found
 
 
-def server_check_file() -> Path:
+def server_check_file(root: Path | None = None) -> Path:
     """The refusal of servers older than PostgreSQL 14 (PQ011): the first SQL of every
     install path, before anything changes."""
-    return sql_root() / "sql" / "require_server.sql"
+    return (root or sql_root()) / "sql" / "require_server.sql"
 
 
-def schema_files() -> list[Path]:
+def schema_files(root: Path | None = None) -> list[Path]:
     """The current table layout (a fresh install runs these instead of the migrations),
     after the server check."""
-    return [server_check_file(), *sorted((sql_root() / "sql" / "schema").glob("*.sql"))]
+    return [server_check_file(root), *sorted(((root or sql_root()) / "sql" / "schema").glob("*.sql"))]
 
 
-def code_files() -> list[Path]:
+def code_files(root: Path | None = None) -> list[Path]:
     """The server check, roles, functions, views, setup, reconcile (drop what the code no
     longer defines, hand everything to pgq_owner) and grants: re-applied on every install
     and upgrade."""
-    root = sql_root() / "sql"
+    top = root or sql_root()
+    code = top / "sql"
     return [
-        server_check_file(),
-        root / "roles.sql",
-        *sorted((root / "functions").glob("*.sql")),
-        *sorted((root / "views").glob("*.sql")),
-        root / "setup.sql",
-        root / "reconcile.sql",
-        root / "grants.sql",
+        server_check_file(top),
+        code / "roles.sql",
+        *sorted((code / "functions").glob("*.sql")),
+        *sorted((code / "views").glob("*.sql")),
+        code / "setup.sql",
+        code / "reconcile.sql",
+        code / "grants.sql",
     ]

@@ -41,6 +41,7 @@ SQL_LEVEL_MODULES = frozenset(
         "test_doctor",
         "test_dsn",
         "test_empty_queue_plans",
+        "test_extension",
         "test_example_handlers",
         "test_faults_sql",
         "test_held_snapshot",

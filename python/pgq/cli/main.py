@@ -31,6 +31,7 @@ from .output import (
     relative,
 )
 from .schedule import schedule, schedules, unschedule
+from .sql import sql_group
 from .status import status
 from .worker import worker_command
 
@@ -372,3 +373,4 @@ for command in (
     main.add_command(command)
 main.add_command(bench_command)
 main.add_command(dashboard_command)
+main.add_command(sql_group)
