@@ -39,6 +39,7 @@ BEGIN
                 ' WHERE o.finished_at >= $1 AND o.finished_at < $2 RETURNING o.*)'
                 ' INSERT INTO pgq.%I SELECT * FROM moved', v_name
             ) USING v_from, v_to;
+            PERFORM pgq._index_outcomes(format('pgq.%I', v_name)::regclass);
             EXECUTE format(
                 'ALTER TABLE pgq._outcomes ATTACH PARTITION pgq.%I FOR VALUES FROM (%L) TO (%L)',
                 v_name, v_from, v_to
@@ -48,6 +49,7 @@ BEGIN
                 'CREATE TABLE pgq.%I PARTITION OF pgq._outcomes FOR VALUES FROM (%L) TO (%L)',
                 v_name, v_from, v_to
             );
+            PERFORM pgq._index_outcomes(format('pgq.%I', v_name)::regclass);
         END IF;
         v_created := v_created + 1;
     END LOOP;

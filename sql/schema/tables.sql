@@ -187,11 +187,14 @@ CREATE TABLE pgq._outcomes (
 
 CREATE TABLE pgq._outcomes_default PARTITION OF pgq._outcomes DEFAULT;
 
-CREATE INDEX _outcomes_job_idx ON pgq._outcomes USING brin (job_id) WITH (pages_per_range = 16);
-CREATE INDEX _outcomes_finished_idx ON pgq._outcomes USING brin (finished_at);
-
+-- The outcome log's indexes are made per partition (pgq._index_outcomes, for the daily
+-- ones), not on the partitioned table: an index of the partitioned table belongs to the
+-- extension pgq when installed that way, while the daily partitions a sweep makes do not,
+-- and pg_restore then met each partition's index twice. The same three on each:
+CREATE INDEX _outcomes_default_job_idx ON pgq._outcomes_default USING brin (job_id) WITH (pages_per_range = 16);
+CREATE INDEX _outcomes_default_finished_idx ON pgq._outcomes_default USING brin (finished_at);
 -- Succeeded jobs that had a dedupe key (dedupe_window); jobs without a key pay nothing.
-CREATE INDEX _outcomes_dedupe_idx ON pgq._outcomes (entrypoint, dedupe_key, finished_at)
+CREATE INDEX _outcomes_default_dedupe_idx ON pgq._outcomes_default (entrypoint, dedupe_key, finished_at)
 WHERE dedupe_key IS NOT NULL;
 
 -- Periodic jobs. next_run is kept up to date so that a sweep finds due schedules with an
