@@ -27,8 +27,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 import pgq
+from pgq import scripts
 from test_migrations import make_db  # noqa: F401
-from test_upgrade import restore
+from test_upgrade import PSQL, restore
 from workers import ledger_lines, listeners, scalar, wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -139,12 +140,46 @@ def drained(dsn: str, jobs: list[int], workers: list[Worker]) -> None:
         raise AssertionError(f"{exc}; left: {left}\n{logs}") from None
 
 
-@pytest.mark.parametrize("fixture", RELEASES, ids=lambda p: p.stem)
-def test_workers_of_a_release_drain_through_the_upgrade(make_db, fixture: Path, tmp_path: Path) -> None:  # noqa: F811
+# Each frozen release upgraded by `pgq upgrade`; the extension's first release by ALTER
+# EXTENSION pgq UPDATE (its files written by `pgq sql extension`).
+UPGRADES = [pytest.param(p, "cli", id=p.stem) for p in RELEASES] + [
+    pytest.param(
+        FIXTURES / f"pgq-{scripts.BASE_RELEASE}.sql", "extension", id=f"extension-{scripts.BASE_RELEASE}"
+    )
+]
+
+
+def _install_release(db: str, fixture: Path, how: str) -> None:
+    if how == "cli":
+        restore(db, fixture)
+        scalar(db, "SELECT pgq._ensure_partitions()")
+        return
+    share = scalar(db, "SELECT setting FROM pg_catalog.pg_config WHERE name = 'SHAREDIR'")
+    scripts.write_extension(Path(share) / "extension")
+    version = fixture.stem.removeprefix("pgq-")
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute(f"CREATE EXTENSION pgq VERSION '{version}'")
+        c.execute("SELECT pgq.prune()")  # the first sweep: the daily outcome partitions
+
+
+def _upgrade(db: str, how: str) -> subprocess.CompletedProcess[str]:
+    if how == "cli":
+        command = [sys.executable, "-m", "pgq", "upgrade", "--dsn", db, "--no-cron"]
+    else:
+        command = [PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", "ALTER EXTENSION pgq UPDATE"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.parametrize(("fixture", "how"), UPGRADES)
+def test_workers_of_a_release_drain_through_the_upgrade(
+    make_db,  # noqa: F811
+    fixture: Path,
+    how: str,
+    tmp_path: Path,
+) -> None:
     version = fixture.stem.removeprefix("pgq-")
     db = make_db()
-    restore(db, fixture)
-    scalar(db, "SELECT pgq._ensure_partitions()")
+    _install_release(db, fixture, how)
     old_code = release_code(version, tmp_path / "code")
     ledger = tmp_path / "ledger"
     ledger.mkdir()
@@ -166,13 +201,7 @@ def test_workers_of_a_release_drain_through_the_upgrade(make_db, fixture: Path, 
         )
         before = enqueue(db, 300)
         started = time.monotonic()
-        upgraded = subprocess.run(
-            [sys.executable, "-m", "pgq", "upgrade", "--dsn", db, "--no-cron"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        upgraded = _upgrade(db, how)
         upgraded_at = time.time()
         print(
             f"{fixture.stem}: pgq upgrade took {time.monotonic() - started:.2f} s: {upgraded.stdout.strip()}"
