@@ -15,12 +15,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 T = TypeVar("T")
+
+
+def url_dsn(dsn: str) -> str:
+    """The DSN as a postgresql:// URL, the form every driver reads (node-postgres reads no
+    key=value DSN): the worker under test gets this one in PGQ_DSN."""
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return dsn
+    params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    user = quote(params.pop("user", ""), safe="")
+    password = params.pop("password", None)
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    host = params.pop("host", "")
+    netloc = f"[{host}]" if ":" in host else quote(host, safe="")
+    port = params.pop("port", None)
+    dbname = quote(params.pop("dbname", ""), safe="")
+    query = f"?{urlencode(params)}" if params else ""
+    return f"postgresql://{auth}{netloc}{':' + port if port else ''}/{dbname}{query}"
 
 
 class ScenarioFailed(Exception):
@@ -107,7 +126,7 @@ class Harness:
 
     def start_worker(self, label: str, entrypoints: list[str]) -> WorkerProcess:
         log = self.workdir / f"worker-{label}-{len(self.workers)}.log"
-        env = {**os.environ, "PGQ_DSN": self.dsn, "PGQ_ENTRYPOINTS": ",".join(entrypoints)}
+        env = {**os.environ, "PGQ_DSN": url_dsn(self.dsn), "PGQ_ENTRYPOINTS": ",".join(entrypoints)}
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", f"exec {self.cmd}"],
@@ -143,12 +162,19 @@ class Harness:
         return self.wait_for(f"job {job_id} claimed", timeout, held)
 
     def settled(self, job_id: int, status: str, timeout: float) -> None:
+        """Wait for the job's status; another final one fails at once."""
+
         def reached() -> bool:
-            return self.status(job_id) == status
+            now = self.status(job_id)
+            if now != status and now in ("succeeded", "canceled", "dead"):
+                raise ScenarioFailed(f"job {job_id} is {now}, expected {status}")
+            return now == status
 
         try:
             self.wait_for(f"job {job_id} {status}", timeout, reached)
         except ScenarioFailed as exc:
+            if "not seen" not in str(exc):
+                raise
             raise ScenarioFailed(f"{exc} (it is {self.status(job_id)})") from None
 
     def stop_all(self) -> None:

@@ -70,7 +70,19 @@ def dead(h: Harness, ep: str) -> str | None:
 def long_job(h: Harness, ep: str) -> str | None:
     seconds = 3 * h.lease
     job = h.enqueue(ep, ops.sleep(seconds, "long"))
-    h.settled(job, "succeeded", seconds + PROMPT)
+
+    h.running_on(job, PROMPT)
+
+    def done() -> bool:
+        row = h.job(job)
+        if row is not None and (row["deliveries"] > 1 or row["status"] != "running"):
+            raise ScenarioFailed(
+                f"job {job} ({seconds:g} s, lease {h.lease:g} s) was taken back while it ran:"
+                " the worker did not keep its lease (pgq.heartbeat every lease/5)"
+            )
+        return h.status(job) == "succeeded"
+
+    h.wait_for(f"job {job} succeeded", seconds + PROMPT, done)
     outcomes = h.outcomes(job)
     audit.expect_outcomes(job, outcomes, ["succeeded"])
     if outcomes[0]["deliveries"] != 1:
@@ -120,8 +132,9 @@ def cancel(h: Harness, ep: str) -> str | None:
 
 def timeout(h: Harness, ep: str) -> str | None:
     # Two deliveries, each past the 1 s timeout: the worker must fail each at its timeout,
-    # and the first run's late end (2.5 s) must not settle the second delivery.
-    job = h.enqueue(ep, ops.sleep(2.5, "too late"))
+    # and the first run's late end (1.6 s, while the retry, due at once, runs) must not
+    # settle the second delivery.
+    job = h.enqueue(ep, ops.sleep(1.6, "too late"))
     h.running_on(job, PROMPT)
     begun = time.monotonic()
     h.settled(job, "dead", PROMPT)
@@ -236,7 +249,7 @@ SCENARIOS: list[Scenario] = [
         "timeout",
         "timeout (the late end of a timed-out run fenced)",
         timeout,
-        _prep(**{**_RETRY, "max_attempts": 2, "timeout": "1 second"}),
+        _prep(max_attempts=2, backoff_base="0 seconds", backoff_max="0 seconds", timeout="1 second"),
     ),
     Scenario("sigkill", "SIGKILL and re-delivery to a second copy", sigkill, _prep(), shared=False),
     Scenario("sigstop", "SIGSTOP past the lease, SIGCONT: fenced", sigstop, _prep(), shared=False),
