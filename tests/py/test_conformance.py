@@ -60,7 +60,7 @@ def assert_left_nothing(dsn: str) -> None:
 
 
 def test_pgq_worker_passes_and_broken_workers_fail_naming_the_scenario(dsn: str) -> None:
-    good = start(dsn, f"{PGQ} worker pgq.conformance.handlers:worker")
+    good = start(dsn, f"{PGQ} worker pgq.conformance.handlers:worker", "--lease", "3")
     silent = start(dsn, BROKEN, "--scenario", "long_job", "--scenario", "result", BROKEN="no-heartbeat")
     stale = start(dsn, BROKEN, "--scenario", "timeout", BROKEN="stale-settle")
 
@@ -87,5 +87,5 @@ def node_worker() -> str:
 
 
 def test_node_example_worker_passes(dsn: str, node_worker: str) -> None:
-    assert_all_pass(*finish(start(dsn, node_worker)))
+    assert_all_pass(*finish(start(dsn, node_worker, "--lease", "3")))
     assert_left_nothing(dsn)
