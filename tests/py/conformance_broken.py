@@ -65,9 +65,14 @@ signal.signal(signal.SIGTERM, stop)
 threading.Thread(target=beat, daemon=True).start()
 COLUMNS = ("id", "payload", "deliveries", "timeout")
 while True:
-    for row in sql(
-        "SELECT id, payload, deliveries, timeout FROM pgq.claim(%s, %s, 10, protocol => 2)",
-        (WORKER, ENTRYPOINTS),
-    ):
+    try:
+        rows = sql(
+            "SELECT id, payload, deliveries, timeout FROM pgq.claim(%s, %s, 10, protocol => 2)",
+            (WORKER, ENTRYPOINTS),
+        )
+    except psycopg.Error as exc:  # declared dead (PQ003): it just keeps trying, never exiting
+        print(exc, file=sys.stderr)
+        rows = []
+    for row in rows:
         threading.Thread(target=run, args=(dict(zip(COLUMNS, row, strict=True)),), daemon=True).start()
     time.sleep(0.2)

@@ -51,8 +51,11 @@ class WorkerProcess:
     label: str
     proc: subprocess.Popen[bytes]
     log: Path
+    stopped: bool = False  # the suite sent SIGTERM or SIGKILL: an exit is expected
 
     def signal(self, sig: signal.Signals) -> None:
+        if sig in (signal.SIGTERM, signal.SIGKILL):
+            self.stopped = True
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
 
@@ -79,6 +82,12 @@ class Harness:
     lease: float
     workers: list[WorkerProcess] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Per scenario thread: the workers whose exit fails the scenario at once (its own, and
+    # the shared one for a shared scenario).
+    _local: threading.local = field(default_factory=threading.local)
+
+    def watch(self, workers: list[WorkerProcess]) -> None:
+        self._local.workers = list(workers)
 
     def entrypoint(self, scenario: str) -> str:
         return f"conformance_{self.run_id}_{scenario}"
@@ -139,6 +148,8 @@ class Harness:
         worker = WorkerProcess(label, proc, log)
         with self._lock:
             self.workers.append(worker)
+        if hasattr(self._local, "workers"):
+            self._local.workers.append(worker)
         return worker
 
     def wait_for(self, what: str, timeout: float, check: Callable[[], T], every: float = 0.1) -> T:
@@ -148,6 +159,12 @@ class Harness:
             value = check()
             if value:
                 return value
+            for worker in getattr(self._local, "workers", []):
+                code = worker.proc.poll()
+                if code is not None and not worker.stopped:
+                    raise ScenarioFailed(
+                        f"{what}: worker {worker.label} exited ({code}) on its own; log: {worker.log}"
+                    )
             if time.monotonic() > deadline:
                 raise ScenarioFailed(f"{what}: not seen within {timeout:.0f} s")
             time.sleep(every)

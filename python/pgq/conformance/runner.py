@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 
-from .harness import Harness, ScenarioFailed
+from .harness import Harness, ScenarioFailed, WorkerProcess
 from .scenarios import Scenario, by_name
 
 # How often the suite runs pgq.reap itself, so that re-deliveries do not wait for pg_cron's
@@ -48,10 +48,11 @@ def run_suite(
                 s.prepare(h, entrypoints[s.name])
         sweeper.start()
         shared = [entrypoints[s.name] for s in scenarios if s.shared]
-        if shared:
-            h.start_worker("shared", shared)
+        common = [h.start_worker("shared", shared)] if shared else []
         with ThreadPoolExecutor(max_workers=len(scenarios)) as pool:
-            futures = {pool.submit(_one, h, s, entrypoints[s.name]): s for s in scenarios}
+            futures = {
+                pool.submit(_one, h, s, entrypoints[s.name], common if s.shared else []): s for s in scenarios
+            }
             for future in as_completed(futures):
                 s = futures[future]
                 ok, line = future.result()
@@ -61,7 +62,10 @@ def run_suite(
     finally:
         stop.set()
         h.stop_all()
-        _cleanup(h, list(entrypoints.values()))
+        try:
+            _cleanup(h, list(entrypoints.values()))
+        except psycopg.Error as exc:  # pgq not installed, the database gone: say so, keep the first error
+            echo(f"cleanup failed: {str(exc).strip().splitlines()[0]}")
     took = time.monotonic() - started
     if failed:
         echo(f"FAILED {len(failed)} of {len(scenarios)} in {took:.1f} s: {', '.join(sorted(failed))}")
@@ -72,8 +76,9 @@ def run_suite(
     return 0
 
 
-def _one(h: Harness, s: Scenario, entrypoint: str) -> tuple[bool, str]:
+def _one(h: Harness, s: Scenario, entrypoint: str, watched: list[WorkerProcess]) -> tuple[bool, str]:
     began = time.monotonic()
+    h.watch(watched)
     try:
         note = s.run(h, entrypoint)
     except ScenarioFailed as exc:
