@@ -28,6 +28,7 @@ APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-s
 
 .PHONY: help deps apt venv pg-servers db db-stop lint docs test tap pytest demo bench soak freeze clean
 .PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported install-extension
+.PHONY: node-example
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
@@ -42,6 +43,7 @@ help:
 	@echo "make db       start the local cluster (make db-stop stops it)"
 	@echo "make freeze   freeze a release for the upgrade ladder (VERSION=x.y.z [COMMIT=...])"
 	@echo "make deps     install what is missing (Debian packages, virtualenv)"
+	@echo "make node-example  npm ci for examples/node (the Node.js worker the conformance test runs)"
 	@echo "make pg-servers  install the servers of the other majors into .pg/ (npm registry)"
 
 deps: apt venv
@@ -115,10 +117,17 @@ endif
 
 # On another major than 15: the SQL-level modules only (tests/py/conftest.py lists them).
 PYTEST_SELECT ?= $(if $(filter-out 15,$(PGQ_PG_MAJOR)),-m sql_level)
-pytest: deps db
+pytest: deps db node-example
 	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py --durations=15 $(PYTEST_SELECT)
 
 test: deps db lint docs tap pytest
+
+# The Node.js example worker's dependencies (node-postgres), from its lock file; without
+# npm, tests/py/test_conformance.py skips the Node.js run and says why.
+node-example: examples/node/node_modules/.package-lock.json
+examples/node/node_modules/.package-lock.json: examples/node/package-lock.json
+	@if command -v npm >/dev/null; then cd examples/node && npm ci --no-audit --no-fund; \
+	else echo "npm not found: examples/node not installed"; fi
 
 # One major of test-versions: its cluster is stopped afterwards, pass or fail (15's stays up).
 versions-one:

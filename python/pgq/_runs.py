@@ -43,6 +43,9 @@ class Run:
     started: asyncio.Event | None = None
     t0: float = 0.0  # time.monotonic() when the run began
     error: str | None = None  # what pgq.fail recorded, when the run failed
+    # pgq.heartbeat named it as to be canceled: it is settled with pgq.confirm_cancel (no
+    # attempt spent) instead of pgq.fail.
+    cancel_requested: bool = False
 
     @property
     def key(self) -> Key:

@@ -312,6 +312,12 @@ class AsyncClient:
         outcome: str | None = await self._run(q.snooze(worker_id, job_id, delay, delivery), conn)
         return outcome
 
+    async def confirm_cancel(
+        self, worker_id: Any, job_id: int, *, delivery: int | None = None, conn: Conn = None
+    ) -> str | None:
+        outcome: str | None = await self._run(q.confirm_cancel(worker_id, job_id, delivery), conn)
+        return outcome
+
     async def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.cancel(job_ids), conn))
 

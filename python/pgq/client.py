@@ -387,6 +387,15 @@ class Client:
         outcome: str | None = self._run(q.snooze(worker_id, job_id, delay, delivery), conn)
         return outcome
 
+    def confirm_cancel(
+        self, worker_id: Any, job_id: int, *, delivery: int | None = None, conn: Conn = None
+    ) -> str | None:
+        """Settle a held job whose cancellation was requested (pgq.heartbeat returned its id)
+        as canceled, no attempt spent (pgq.confirm_cancel): 'canceled', or None when the
+        worker no longer holds it (or that delivery)."""
+        outcome: str | None = self._run(q.confirm_cancel(worker_id, job_id, delivery), conn)
+        return outcome
+
     # --- administration --------------------------------------------------------------
 
     def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:

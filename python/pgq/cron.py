@@ -43,6 +43,10 @@ class CronPlan:
 
     database: str | None
     problem: str | None = None
+    # pg_cron is loaded but its extension is not created in this database (pg_cron's own):
+    # install creates it when the role may (`may_create`: a superuser), else refuses.
+    uncreated: str | None = None
+    may_create: bool = False
 
 
 def _privileged(conn: psycopg.Connection) -> bool:
@@ -70,6 +74,16 @@ def cron_database(conn: psycopg.Connection) -> str | None:
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_cron'").fetchone():
         return conn.info.dbname
     return "postgres"
+
+
+@contextmanager
+def _connect_to(conn: psycopg.Connection, dsn: str, dbname: str) -> Iterator[psycopg.Connection]:
+    """conn itself when it is in dbname, else a new autocommit connection there."""
+    if conn.info.dbname == dbname:
+        yield conn
+        return
+    with psycopg.connect(make_conninfo(dsn, dbname=dbname), autocommit=True) as other:
+        yield other
 
 
 @contextmanager
@@ -107,10 +121,17 @@ def inspect(conn: psycopg.Connection, dsn: str) -> CronPlan:
     try:
         with _cron_conn(conn, dsn, cron_db) as cron:
             if cron is None:
+                superuser = conn.execute(
+                    "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+                ).fetchone()
                 return CronPlan(
                     None,
-                    f"warning: pg_cron is loaded but its extension is not created in database"
-                    f" {cron_db!r}; run CREATE EXTENSION pg_cron there, then `pgq install` again",
+                    f"pg_cron is loaded in this server but its extension is not created in database"
+                    f" {cron_db!r}, and this role may not create it: run CREATE EXTENSION pg_cron there"
+                    f" as a superuser, then `pgq install` again (or pass --no-cron: the workers then"
+                    f" run the sweeps)",
+                    uncreated=cron_db,
+                    may_create=bool(superuser and superuser[0]),
                 )
             allowed = cron.execute(
                 "SELECT has_schema_privilege('cron', 'USAGE') AND has_function_privilege(%s, 'EXECUTE')",
@@ -148,6 +169,14 @@ def job_name(name: str, dbname: str) -> str:
 def schedule(conn: psycopg.Connection, dsn: str, plan: CronPlan | None = None) -> list[str]:
     """Schedule (or re-schedule: idempotent) the sweeps of conn's database."""
     plan = plan or inspect(conn, dsn)
+    created = []
+    if plan.uncreated is not None and plan.may_create:
+        # README promises sweeps on a timer wherever pg_cron is loaded: a superuser's
+        # install creates the extension in pg_cron's database rather than going without.
+        with _connect_to(conn, dsn, plan.uncreated) as cron_conn:
+            cron_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_cron")
+        created.append(f"created extension pg_cron in database {plan.uncreated!r} (pg_cron's database)")
+        plan = inspect(conn, dsn)
     if plan.database is None:
         log.warning(plan.problem)
         return [plan.problem or "warning: sweeps not scheduled"]
@@ -163,7 +192,7 @@ def schedule(conn: psycopg.Connection, dsn: str, plan: CronPlan | None = None) -
         job = job_name(name, dbname)
         cron.execute("SELECT cron.schedule(%s, %s, %s)", (job, when, command))
         done.append(f"pg_cron job {job!r} prunes pgq's rows of cron.job_run_details in {plan.database!r}")
-    return done
+    return created + done
 
 
 def unschedule(conn: psycopg.Connection, dsn: str) -> list[str]:

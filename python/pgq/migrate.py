@@ -194,7 +194,12 @@ def _prepare(
         _check_not_newer(version)
     prefix = _role_prefix(conn, version is not None, roles)
     check_privileges(conn, installed=version is not None, prefix=prefix)
-    return version, pgcron.inspect(conn, dsn) if want_cron else None, prefix
+    plan = pgcron.inspect(conn, dsn) if want_cron else None
+    if plan is not None and plan.uncreated is not None and not plan.may_create:
+        # pg_cron is loaded, so the sweeps are expected on a timer: refuse rather than
+        # succeed with a warning that is easy to miss. Nothing was changed yet.
+        raise SchemaError(f"{plan.problem}; nothing was changed")
+    return version, plan, prefix
 
 
 def install(dsn: str, *, cron: bool = True, roles: str | None = None) -> list[str]:

@@ -432,6 +432,14 @@ def snooze(worker_id: Any, job_id: int, delay: timedelta, delivery: int | None) 
     return Call(f"SELECT pgq.snooze({args})", params)
 
 
+def confirm_cancel(worker_id: Any, job_id: int, delivery: int | None) -> Call:
+    args, params = _named(
+        {"worker_id": ("uuid", worker_id), "job_id": ("bigint", job_id)},
+        {"delivery": ("integer", delivery)},
+    )
+    return Call(f"SELECT pgq.confirm_cancel({args})", params)
+
+
 # --- administration --------------------------------------------------------------------------
 
 

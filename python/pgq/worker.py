@@ -87,6 +87,10 @@ _FAIL = (
     "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
     " delivery => %s::int) AS status"
 )
+# A job whose cancellation was requested: canceled, no attempt spent (pgq.fail would spend one).
+_CONFIRM_CANCEL = (
+    "SELECT pgq.confirm_cancel(worker_id => %s::uuid, job_id => %s::bigint, delivery => %s::int) AS status"
+)
 # Default concurrency (see Worker.concurrency) and the largest default batch. A claim
 # never takes more jobs than the worker has free slots, so a slow handler holds no job it
 # does not run; 500 async slots and batches of up to 500 drain no-op jobs as fast as any
@@ -763,9 +767,14 @@ class Worker:
         recorded = False
         try:
             async with self._settling:
-                rows = await self._persist(
-                    f"fail job {job.id}", _FAIL, (job.worker_id, job.id, error, job.deliveries)
-                )
+                if run.cancel_requested:
+                    rows = await self._persist(
+                        f"cancel job {job.id}", _CONFIRM_CANCEL, (job.worker_id, job.id, job.deliveries)
+                    )
+                else:
+                    rows = await self._persist(
+                        f"fail job {job.id}", _FAIL, (job.worker_id, job.id, error, job.deliveries)
+                    )
             recorded = True
         except (PgqError, _Stopping, psycopg.DataError) as exc:
             log.error("job %d (%s): could not record the failure: %s", job.id, job.entrypoint, exc)
@@ -995,6 +1004,8 @@ class Worker:
 
     def _cancel(self, ids: set[int]) -> None:
         for run in self._running.values():
+            if run.job.id in ids and run.job.worker_id == self.worker_id:
+                run.cancel_requested = True
             if run.job.id in ids and run.job.worker_id == self.worker_id and not run.job.cancelled:
                 log.info("job %d (%s): cancellation requested", run.job.id, run.job.entrypoint)
                 run.job._cancel.set()

@@ -753,3 +753,22 @@ def test_database_without_pgq_raises_schema_error(fresh_db: str) -> None:
             client.enqueue("x")
         with pytest.raises(pgq.SchemaError, match="pgq install"):
             client.queues()
+
+
+def test_confirm_cancel_settles_a_requested_cancel_sync_and_async(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for entrypoint in ("cc_sync", "cc_async"):
+            client.enqueue(entrypoint, {})
+        sync_worker, sync_job = claim_one(conn, "cc_sync")
+        async_worker, async_job = claim_one(conn, "cc_async")
+    assert client.cancel([sync_job, async_job]) == 2
+    assert client.confirm_cancel(sync_worker, sync_job, delivery=2) is None  # another delivery
+    assert client.confirm_cancel(sync_worker, sync_job, delivery=1) == "canceled"
+    assert client.confirm_cancel(sync_worker, sync_job) is None  # settled
+
+    async def settle() -> str | None:
+        async with pgq.AsyncClient(dsn, min_size=1, max_size=1) as aclient:
+            return await aclient.confirm_cancel(async_worker, async_job, delivery=1)
+
+    assert asyncio.run(settle()) == "canceled"
+    assert [client.job_status(j) for j in (sync_job, async_job)] == ["canceled", "canceled"]

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
+from psycopg.conninfo import make_conninfo
 
 from cluster import DB_SH, REPO
 from conftest import ADMIN_DSN
@@ -102,9 +103,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def private_cluster() -> Iterator[tuple[str, Path]]:
-    """A cluster of its own (scripts/db.sh, pg_cron preloaded) on a free port."""
+    """A cluster of its own (scripts/db.sh, pg_cron preloaded) on a free port, shared by the
+    tests below (each leaves pg_cron created and loaded, as it found it)."""
     base = REPO / ".pgdata" / f"doctor-cron-{os.getpid()}"
     env = {**os.environ, "PGQ_PGDATA": str(base), "PGQ_PORT": str(_free_port())}
     subprocess.run([str(DB_SH), "start"], env=env, check=True, capture_output=True, timeout=180)
@@ -124,6 +126,51 @@ def _restart(base: Path, options: str) -> None:
     log = str(base / "server.log")
     start = [*owner, pg_ctl, "-D", data, "-l", log, "-w", "-t", "60", "-o", options, "start"]
     subprocess.run(start, check=True, capture_output=True)
+
+
+ROLE = "protocol_cron_installer"
+
+
+def test_install_with_pg_cron_loaded_but_not_created(private_cluster: tuple[str, Path]) -> None:
+    """`pgq install` where pg_cron is preloaded but its extension was not created in pg_cron's
+    database (issue 35): it exited 0 with a warning, the sweeps unscheduled. A superuser's
+    install creates the extension and schedules them; a role that may not create it gets an
+    error and a non-zero exit, and nothing is changed."""
+    dsn, _ = private_cluster
+    queue = make_conninfo(dsn, dbname="protocol_queue")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP EXTENSION IF EXISTS pg_cron")
+        c.execute("CREATE DATABASE protocol_queue")
+    runner = CliRunner()
+
+    # A superuser: the extension is created in pg_cron's database, the sweeps scheduled.
+    first = runner.invoke(main, ["install", "--dsn", queue])
+    print(first.output)
+    assert first.exit_code == 0, first.output
+    assert "created extension pg_cron in database 'postgres'" in first.output
+    with psycopg.connect(dsn, autocommit=True) as c:
+        jobs = c.execute("SELECT count(*) FROM cron.job WHERE database = 'protocol_queue'").fetchone()[0]
+        assert jobs == 3
+        # A role that runs the install again (a member of the install's roles, owner of the
+        # database) but may not create the extension, which is gone again.
+        c.execute("DROP EXTENSION pg_cron")
+        c.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pgq_owner, pgq_admin")
+        c.execute(f"ALTER DATABASE protocol_queue OWNER TO {ROLE}")
+    second = runner.invoke(main, ["install", "--dsn", make_conninfo(queue, user=ROLE)])
+    print(second.output)
+    assert second.exit_code == 1, second.output
+    assert "pg_cron is loaded in this server but its extension is not created in database 'postgres'" in (
+        second.output
+    )
+    assert "CREATE EXTENSION pg_cron" in second.output and "--no-cron" in second.output
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pg_cron'").fetchone()[0] == 0
+    # --no-cron still installs without the sweeps.
+    third = runner.invoke(main, ["install", "--dsn", make_conninfo(queue, user=ROLE), "--no-cron"])
+    assert third.exit_code == 0, third.output
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION pg_cron")  # as the next test expects it
+        c.execute("DROP DATABASE protocol_queue WITH (FORCE)")
 
 
 def test_pg_cron_not_running_is_reported(private_cluster: tuple[str, Path]) -> None:

@@ -152,6 +152,10 @@ def test_cancel_running_job(dsn: str, ledger: Path, spawn, entrypoint: str) -> N
         15,
         "cancellation",
     )
+    # Settled with pgq.confirm_cancel: one canceled outcome, no attempt spent on it.
+    outcomes = "SELECT outcome, attempt FROM pgq.outcomes WHERE job_id = %s ORDER BY finished_at"
+    with psycopg.connect(dsn) as c:
+        assert c.execute(outcomes, (job_id,)).fetchall() == [("canceled", 0)]
     assert worker.terminate() == 0
 
 

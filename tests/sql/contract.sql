@@ -3,14 +3,14 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(262);
+SELECT plan(269);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
 SELECT functions_are(
     'pgq',
     ARRAY[
-        'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
+        'cancel', 'claim', 'complete', 'configure', 'confirm_cancel', 'enqueue', 'enqueue_batch', 'enqueue_job',
         'enqueue_trigger',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
         'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
@@ -107,6 +107,11 @@ SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.snooze(uuid, bigint, interval, integer)')),
     'worker_id uuid, job_id bigint, delay interval, delivery integer DEFAULT NULL::integer',
     'pgq.snooze arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.confirm_cancel(uuid, bigint, integer)')),
+    'worker_id uuid, job_id bigint, delivery integer DEFAULT NULL::integer',
+    'pgq.confirm_cancel arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.heartbeat(uuid, bigint[])')),
@@ -214,6 +219,7 @@ SELECT function_returns('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
 SELECT function_returns('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'text', 'pgq.snooze returns text');
+SELECT function_returns('pgq', 'confirm_cancel', ARRAY['uuid', 'bigint', 'integer'], 'text', 'pgq.confirm_cancel returns text');
 SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'setof bigint', 'pgq.heartbeat returns setof bigint');
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
 SELECT function_returns('pgq', 'job', ARRAY['bigint'], 'jsonb', 'pgq.job returns jsonb');
@@ -327,6 +333,7 @@ SELECT is_definer('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'times
 SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
 SELECT is_definer('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq.snooze is SECURITY DEFINER');
+SELECT is_definer('pgq', 'confirm_cancel', ARRAY['uuid', 'bigint', 'integer'], 'pgq.confirm_cancel is SECURITY DEFINER');
 SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq.heartbeat is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job', ARRAY['bigint'], 'pgq.job is SECURITY DEFINER');
@@ -482,6 +489,10 @@ SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', '
 SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.snooze');
 SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.snooze');
 SELECT function_privs_are('pgq', 'snooze', ARRAY['uuid', 'bigint', 'interval', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.snooze');
+SELECT function_privs_are('pgq', 'confirm_cancel', ARRAY['uuid', 'bigint', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.confirm_cancel');
+SELECT function_privs_are('pgq', 'confirm_cancel', ARRAY['uuid', 'bigint', 'integer'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.confirm_cancel');
+SELECT function_privs_are('pgq', 'confirm_cancel', ARRAY['uuid', 'bigint', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.confirm_cancel');
+SELECT function_privs_are('pgq', 'confirm_cancel', ARRAY['uuid', 'bigint', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.confirm_cancel');
 SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.heartbeat');
 SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.heartbeat');
 SELECT function_privs_are('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.heartbeat');

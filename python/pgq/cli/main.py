@@ -14,6 +14,7 @@ from .. import __version__
 from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..queries import OUTCOMES
+from .conformance import conformance_command
 from .dashboard import dashboard_command
 from .job import job_command, wait_command
 from .lifecycle import COMMANDS as LIFECYCLE
@@ -374,3 +375,4 @@ for command in (
 main.add_command(bench_command)
 main.add_command(dashboard_command)
 main.add_command(sql_group)
+main.add_command(conformance_command)
