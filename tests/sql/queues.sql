@@ -1,7 +1,7 @@
 -- pgq.queues at scale: counts through pgq._queue_counts, exact up to the entrypoint's share of
 -- pgq.queues_exact_limit, estimated above it (approximate); a low limit keeps the test small.
 BEGIN;
-SELECT plan(21);
+SELECT plan(23);
 
 -- Fixture, written straight into the table: qa has due jobs at two priorities (3 at
 -- priority 1, 2 at priority 0, the oldest of them at priority 0) and 2 scheduled; qb one
@@ -110,21 +110,36 @@ SELECT results_eq(
     'a limit of 0: every count is still zero exactly when there are no such jobs'
 );
 
--- The share: 4 entrypoints with queued jobs share a limit of 400, 100 each.
+-- The limit is per entrypoint and state, not shared: with a limit of 120, qf's 150 queued
+-- jobs are over it and estimated, qg's 100 are exact, whatever the others hold.
 INSERT INTO pgq._jobs (entrypoint) SELECT 'qf' FROM generate_series(1, 150);
 INSERT INTO pgq._jobs (entrypoint) SELECT 'qg' FROM generate_series(1, 100);
-SELECT is(set_config('pgq.queues_exact_limit', '400', TRUE), '400', 'the limit is set to 400');
+SELECT is(set_config('pgq.queues_exact_limit', '120', TRUE), '120', 'the limit is set to 120');
 SELECT results_eq(
     $$SELECT q.entrypoint, q.approximate FROM pgq.queues AS q WHERE q.entrypoint IN ('qa', 'qf', 'qg') ORDER BY 1$$,
     $$VALUES ('qa', FALSE), ('qf', TRUE), ('qg', FALSE)$$,
-    'the limit is shared among the entrypoints with jobs in a state: 150 of 4 x 100 is over, 100 is not'
+    'the limit holds per entrypoint and state: 150 is over 120, 100 is not, beside the others'
 );
 SELECT is(
-    (SELECT q.queued FROM pgq.queues AS q WHERE q.entrypoint = 'qg'), 100::bigint, 'a count of its share is exact'
+    (SELECT q.queued FROM pgq.queues AS q WHERE q.entrypoint = 'qg'), 100::bigint, 'a count within the limit is exact'
 );
 SELECT is(
     (SELECT q.queued FROM pgq._queue_counts(1000) AS q WHERE q.entrypoint = 'qf'), 150::bigint,
     'the limit as an argument wins over the setting'
+);
+-- The default: 12,000 queued and 10,001 dead jobs of one entrypoint beside the others are
+-- counted exactly (up to 100,000 per entrypoint and state).
+SELECT is(set_config('pgq.queues_exact_limit', '', TRUE), '', 'the limit is reset');
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qh' FROM generate_series(1, 12000);
+INSERT INTO pgq._jobs (entrypoint, status)
+SELECT
+    'qh' AS entrypoint,
+    'dead' AS status
+FROM generate_series(1, 10001);
+SELECT results_eq(
+    $$SELECT q.queued, q.dead, q.approximate FROM pgq.queues AS q WHERE q.entrypoint = 'qh'$$,
+    $$VALUES (12000::bigint, 10001::bigint, FALSE)$$,
+    'the default limit counts 12,000 queued and 10,001 dead jobs of one entrypoint exactly'
 );
 
 -- Validation.
