@@ -5,15 +5,14 @@
 --   index scans (one index descent per step) of _jobs_claim_idx and _jobs_dead_idx;
 --   running: _jobs_running_idx; waiting: _jobs_waiting_idx (exact, in proportion to the
 --   waiting jobs);
--- - queued (due) and scheduled: per entrypoint and priority, two ranges of the claim index
---   (it is ordered by run_at within a priority), each counted up to exact_limit (in index
---   order, so that the planner never prefers a scan of the table that stops early); the
---   first entry of each priority gives the oldest due job;
+-- - queued (due) and scheduled: the entrypoint's entries of the claim index, up to
+--   exact_limit + 1 of them, by an index-only scan, split by run_at; the first entry of each
+--   priority gives the oldest due job;
 -- - dead: the dead index, counted up to exact_limit.
--- exact_limit is how many index entries are counted per entrypoint, state and priority,
--- whatever the other entrypoints hold: a count up to it is exact (an index-only count costs
--- about 5 ms per 100,000 entries, so the cost grows with the jobs counted, up to
--- exact_limit per entrypoint). Above it the count is an estimate (approximate is TRUE):
+-- exact_limit is how many index entries are counted per entrypoint and state, whatever the
+-- other entrypoints hold: a count up to it is exact. The cost grows with the jobs counted
+-- (up to exact_limit per entrypoint; docs/monitoring.md has the figures). Above it the
+-- count is an estimate (approximate is TRUE):
 -- the state's index size from the statistics of the last VACUUM or ANALYZE (scaled to the
 -- index's current size, as the planner does; without usable statistics, from the index's
 -- size alone), less what was counted exactly, shared among the entrypoints over the limit
@@ -118,38 +117,48 @@ BEGIN
 
     RETURN QUERY
     WITH RECURSIVE
-    per_priority AS MATERIALIZED (
+    -- Queued jobs per entrypoint: its first exact_limit + 1 entries of the claim index,
+    -- split into due and scheduled by run_at. An index-only scan: the query names plain
+    -- columns of the index only (a condition on its expression -priority would fetch every
+    -- counted job from the heap, about 100 times slower).
+    per_ep AS MATERIALIZED (
         SELECT
-            p.ep,
-            p.first_run_at,
-            CASE WHEN p.first_run_at > now() THEN 0 ELSE (
-                SELECT count(*) FROM (
-                    SELECT 1 FROM pgq._jobs AS j
-                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
-                      AND j.run_at <= now()
-                    ORDER BY -j.priority::bigint, j.run_at LIMIT v_share_queued + 1
-                ) AS s
-            ) END AS due,
-            (
-                SELECT count(*) FROM (
-                    SELECT 1 FROM pgq._jobs AS j
-                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
-                      AND j.run_at > now()
-                    ORDER BY -j.priority::bigint, j.run_at LIMIT v_share_queued + 1
-                ) AS s
-            ) AS later
-        FROM unnest(v_pair_ep, v_pair_pr, v_pair_first) AS p (ep, pr, first_run_at)
-    ),
-    per_ep AS (
-        SELECT
-            q.ep,
-            sum(q.due)::bigint AS due,
-            sum(q.later)::bigint AS later,
-            bool_or(q.due > v_share_queued) AS due_over,
-            bool_or(q.later > v_share_queued) AS later_over,
-            min(q.first_run_at) FILTER (WHERE q.first_run_at <= now()) AS oldest
-        FROM per_priority AS q
-        GROUP BY q.ep
+            e.ep,
+            -- Over the limit, a kind that was not among the entries counted may still exist
+            -- further on: counted as 1 when it does (the first due entry of a priority, or
+            -- one probe per priority for a scheduled one), so that a count is 0 exactly
+            -- when there are no such jobs.
+            greatest(c.due, CASE WHEN c.over AND e.oldest IS NOT NULL THEN 1 ELSE 0 END) AS due,
+            greatest(
+                c.later,
+                CASE WHEN c.over AND c.later = 0 AND EXISTS (
+                    SELECT 1 FROM unnest(v_pair_ep, v_pair_pr) AS p (ep, pr)
+                    WHERE p.ep = e.ep AND EXISTS (
+                        SELECT 1 FROM pgq._jobs AS j
+                        WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
+                          AND j.run_at > now()
+                    )
+                ) THEN 1 ELSE 0 END
+            ) AS later,
+            c.over AS due_over,
+            c.over AS later_over,
+            e.oldest
+        FROM (
+            SELECT p.ep, min(p.first_run_at) FILTER (WHERE p.first_run_at <= now()) AS oldest
+            FROM unnest(v_pair_ep, v_pair_first) AS p (ep, first_run_at)
+            GROUP BY p.ep
+        ) AS e
+        CROSS JOIN LATERAL (
+            SELECT
+                count(*) FILTER (WHERE s.run_at <= now()) AS due,
+                count(*) FILTER (WHERE s.run_at > now()) AS later,
+                count(*) > v_share_queued AS over
+            FROM (
+                SELECT j.run_at FROM pgq._jobs AS j
+                WHERE j.status = 'queued' AND j.entrypoint = e.ep
+                ORDER BY j.entrypoint LIMIT v_share_queued + 1
+            ) AS s
+        ) AS c
     ),
     dead_counts AS MATERIALIZED (
         SELECT
