@@ -6,6 +6,7 @@ of series (the busiest entrypoints by name, the rest summed) and says pgq_up 1."
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -42,17 +43,22 @@ def test_ten_thousand_entrypoints_from_one_producer_statement(
         conn.execute("SELECT pgq.enqueue('tenant-' || g) FROM generate_series(1, %s) AS g", (MANY,))
         conn.execute("SELECT pgq.enqueue_batch('tenant-busy', array_fill('{}'::jsonb, ARRAY[50]))")
     for path in ("/", "/partials/queues", "/settings", "/jobs", "/metrics"):
+        started = time.perf_counter()
         status, body, _ = request(served.url + path)
+        print(f"{path} with {MANY + 1} entrypoints: {(time.perf_counter() - started) * 1000:.0f} ms")
         assert status == 200, (path, body[:500])
 
     # The overview pages the entrypoints: a page holds a bounded number of rows, and a
     # search finds one tenant among them.
-    _, body, _ = request(served.url + "/partials/queues")
+    status, body, _ = request(served.url + "/partials/queues")
+    assert status == 200, body[:500]
     rows = re.findall(r'<tr data-entrypoint="([^"]+)">', body)
     assert 0 < len(rows) <= 200 and "tenant-busy" in rows
-    _, body, _ = request(served.url + "/partials/queues?ep=tenant-7777")
+    status, body, _ = request(served.url + "/partials/queues?ep=tenant-7777")
+    assert status == 200, body[:500]
     assert re.findall(r'<tr data-entrypoint="([^"]+)">', body) == ["tenant-7777"]
-    _, body, _ = request(served.url + "/settings?ep=tenant-4242")
+    status, body, _ = request(served.url + "/settings?ep=tenant-4242")
+    assert status == 200, body[:500]
     assert re.findall(r'<tr data-entrypoint="([^"]+)">', body) == ["tenant-4242"]
     _, body, _ = request(served.url + "/settings")
     assert 0 < len(re.findall(r'<tr data-entrypoint="([^"]+)">', body)) <= 200

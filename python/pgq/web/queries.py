@@ -135,7 +135,11 @@ class Queries:
         """Entrypoints with live jobs or settings (pgq.queues), recent outcomes (pgq.stats),
         alive workers or schedules, by name: those containing `search`, after `after`, at
         most `limit` (None: all)."""
-        names = {r["entrypoint"] for r in self._all("SELECT q.entrypoint FROM pgq.queues AS q")}
+        # Names only: with a limit of 0, pgq.queues reads one index entry per entrypoint and
+        # state instead of counting (the counts are not shown here).
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL pgq.queues_exact_limit = 0")
+            names = {r["entrypoint"] for r in conn.execute("SELECT q.entrypoint FROM pgq.queues AS q")}
         names |= self._other_entrypoints()
         out = sorted(n for n in names if search in n and n > after)
         return out if limit is None else out[:limit]
