@@ -10,13 +10,15 @@
 --   priority gives the oldest due job;
 -- - dead: the dead index, counted up to exact_limit.
 -- exact_limit is how many index entries are counted per entrypoint and state, whatever the
--- other entrypoints hold: a count up to it is exact. The cost grows with the jobs counted
--- (up to exact_limit per entrypoint; docs/monitoring.md has the figures). Above it the
--- count is an estimate (approximate is TRUE):
--- the state's index size from the statistics of the last VACUUM or ANALYZE (scaled to the
--- index's current size, as the planner does; without usable statistics, from the index's
--- size alone), less what was counted exactly, shared among the entrypoints over the limit
--- by their frequency in the table's statistics; never less than what was counted.
+-- other entrypoints hold: a count up to it is exact. The cost grows with the jobs counted,
+-- so one read counts at most 10 x exact_limit queued jobs in all: the entrypoints smallest
+-- first (by the table's statistics); once that budget is spent, the others are counted up
+-- to 1,000 each (docs/monitoring.md has the figures). Above its cap a count is an estimate
+-- (approximate is TRUE): the state's index size from the statistics of the last VACUUM or
+-- ANALYZE (scaled to the index's current size, as the planner does; without usable
+-- statistics, from the index's size alone), less what was counted exactly, shared among the
+-- entrypoints over their cap by their frequency in the table's statistics; never less than
+-- what was counted.
 -- exact_limit NULL: the setting pgq.queues_exact_limit, else 100000.
 -- Raises PQ001 when the limit (argument or setting) is not a whole number from 0 up.
 -- SECURITY DEFINER: the readers of pgq.queues may not read pgq._jobs or its statistics.
@@ -52,8 +54,16 @@ DECLARE
     v_pair_pr integer[];
     v_pair_first timestamptz[];
     v_dead text[];
-    v_share_queued integer;
     v_share_dead integer;
+    v_budget bigint;
+    v_ep text;
+    v_cap integer;
+    v_due bigint;
+    v_later bigint;
+    v_c_ep text[] := '{}';
+    v_c_due bigint[] := '{}';
+    v_c_later bigint[] := '{}';
+    v_c_cap integer[] := '{}';
 BEGIN
     IF v_limit IS NULL AND coalesce(v_setting, '') <> '' THEN
         IF v_setting !~ '^\s*[0-9]{1,9}\s*$' THEN
@@ -111,20 +121,49 @@ BEGIN
         )
         SELECT e.ep FROM e WHERE e.ep IS NOT NULL
     );
-    -- Not shared: each entrypoint's counts are exact up to the limit, whatever the others hold.
-    v_share_queued := v_limit;
+    -- Not shared: each entrypoint's counts are exact up to the limit, whatever the others
+    -- hold, within a budget of 10 x the limit index entries per read: the entrypoints are
+    -- counted smallest first (by their frequency in the table's statistics), and once the
+    -- budget is spent the rest are counted up to 1,000 each (so a small queue stays exact)
+    -- and estimated above that.
     v_share_dead := v_limit;
+    v_budget := 10::bigint * v_limit;
+    FOR v_ep IN
+        SELECT e.ep
+        FROM (SELECT DISTINCT u.ep FROM unnest(v_pair_ep) AS u (ep)) AS e
+        LEFT JOIN (
+            SELECT m.val, m.freq
+            FROM pg_catalog.pg_stats AS s,
+                unnest(s.most_common_vals::text::text [], s.most_common_freqs) AS m (val, freq)
+            WHERE s.schemaname = 'pgq' AND s.tablename = '_jobs' AND s.attname = 'entrypoint'
+        ) AS f ON e.ep = f.val
+        ORDER BY coalesce(f.freq, 0), e.ep
+    LOOP
+        v_cap := least(v_limit, greatest(v_budget, least(v_limit, 1000)))::integer;
+        -- An index-only scan of the entrypoint's entries in the claim index: the query names
+        -- plain columns of the index only (a condition on its expression -priority would
+        -- fetch every counted job from the heap, about 100 times slower).
+        SELECT count(*) FILTER (WHERE s.run_at <= now()), count(*) FILTER (WHERE s.run_at > now())
+        INTO v_due, v_later
+        FROM (
+            SELECT j.run_at FROM pgq._jobs AS j
+            WHERE j.status = 'queued' AND j.entrypoint = v_ep
+            ORDER BY j.entrypoint LIMIT v_cap + 1
+        ) AS s;
+        v_c_ep := v_c_ep || v_ep;
+        v_c_due := v_c_due || v_due;
+        v_c_later := v_c_later || v_later;
+        v_c_cap := v_c_cap || v_cap;
+        v_budget := v_budget - v_due - v_later;
+    END LOOP;
 
     RETURN QUERY
     WITH RECURSIVE
-    -- Queued jobs per entrypoint: its first exact_limit + 1 entries of the claim index,
-    -- split into due and scheduled by run_at. An index-only scan: the query names plain
-    -- columns of the index only (a condition on its expression -priority would fetch every
-    -- counted job from the heap, about 100 times slower).
+    -- Queued jobs per entrypoint, as counted above (over: more than its cap).
     per_ep AS MATERIALIZED (
         SELECT
             e.ep,
-            -- Over the limit, a kind that was not among the entries counted may still exist
+            -- Over the cap, a kind that was not among the entries counted may still exist
             -- further on: counted as 1 when it does (the first due entry of a priority, or
             -- one probe per priority for a scheduled one), so that a count is 0 exactly
             -- when there are no such jobs.
@@ -148,17 +187,10 @@ BEGIN
             FROM unnest(v_pair_ep, v_pair_first) AS p (ep, first_run_at)
             GROUP BY p.ep
         ) AS e
-        CROSS JOIN LATERAL (
-            SELECT
-                count(*) FILTER (WHERE s.run_at <= now()) AS due,
-                count(*) FILTER (WHERE s.run_at > now()) AS later,
-                count(*) > v_share_queued AS over
-            FROM (
-                SELECT j.run_at FROM pgq._jobs AS j
-                WHERE j.status = 'queued' AND j.entrypoint = e.ep
-                ORDER BY j.entrypoint LIMIT v_share_queued + 1
-            ) AS s
-        ) AS c
+        INNER JOIN (
+            SELECT u.ep, u.due, u.later, u.due + u.later > u.cap AS over
+            FROM unnest(v_c_ep, v_c_due, v_c_later, v_c_cap) AS u (ep, due, later, cap)
+        ) AS c ON e.ep = c.ep
     ),
     dead_counts AS MATERIALIZED (
         SELECT
