@@ -11,7 +11,7 @@
 -- - dead: the dead index, counted up to exact_limit.
 -- exact_limit is how many index entries are counted per entrypoint and state, whatever the
 -- other entrypoints hold: a count up to it is exact. The cost grows with the jobs counted,
--- so one read counts at most 10 x exact_limit queued jobs in all: the entrypoints smallest
+-- so one read counts at most 2 x exact_limit queued jobs in all: the entrypoints smallest
 -- first (by the table's statistics); once that budget is spent, the others are counted up
 -- to 1,000 each (docs/monitoring.md has the figures). Above its cap a count is an estimate
 -- (approximate is TRUE): the state's index size from the statistics of the last VACUUM or
@@ -122,12 +122,12 @@ BEGIN
         SELECT e.ep FROM e WHERE e.ep IS NOT NULL
     );
     -- Not shared: each entrypoint's counts are exact up to the limit, whatever the others
-    -- hold, within a budget of 10 x the limit index entries per read: the entrypoints are
+    -- hold, within a budget of 2 x the limit index entries per read: the entrypoints are
     -- counted smallest first (by their frequency in the table's statistics), and once the
     -- budget is spent the rest are counted up to 1,000 each (so a small queue stays exact)
     -- and estimated above that.
     v_share_dead := v_limit;
-    v_budget := 10::bigint * v_limit;
+    v_budget := 2::bigint * v_limit;
     FOR v_ep IN
         SELECT e.ep
         FROM (SELECT DISTINCT u.ep FROM unnest(v_pair_ep) AS u (ep)) AS e

@@ -1,7 +1,7 @@
 -- pgq.queues at scale: counts through pgq._queue_counts, exact up to the entrypoint's share of
 -- pgq.queues_exact_limit, estimated above it (approximate); a low limit keeps the test small.
 BEGIN;
-SELECT plan(23);
+SELECT plan(27);
 
 -- Fixture, written straight into the table: qa has due jobs at two priorities (3 at
 -- priority 1, 2 at priority 0, the oldest of them at priority 0) and 2 scheduled; qb one
@@ -141,6 +141,26 @@ SELECT results_eq(
     $$VALUES (12000::bigint, 10001::bigint, FALSE)$$,
     'the default limit counts 12,000 queued and 10,001 dead jobs of one entrypoint exactly'
 );
+
+-- The budget of a read: 2 x the limit queued jobs, the smallest entrypoints (by the table's
+-- statistics) first, then 1,000 each. With a limit of 5,000 (budget 10,000): qj's 4,000 and
+-- qk's 4,500 are counted exactly; what is left for ql (4,800) is under its size: estimated.
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qj' FROM generate_series(1, 4000);
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qk' FROM generate_series(1, 4500);
+INSERT INTO pgq._jobs (entrypoint) SELECT 'ql' FROM generate_series(1, 4800);
+ANALYZE pgq._jobs;
+SELECT is(set_config('pgq.queues_exact_limit', '5000', TRUE), '5000', 'the limit is set to 5000');
+SELECT results_eq(
+    $$SELECT q.entrypoint, q.queued, q.approximate FROM pgq.queues AS q WHERE q.entrypoint IN ('qj', 'qk') ORDER BY 1$$,
+    $$VALUES ('qj', 4000::bigint, FALSE), ('qk', 4500::bigint, FALSE)$$,
+    'within the budget, the smaller entrypoints are counted exactly'
+);
+SELECT results_eq(
+    $$SELECT q.approximate, q.queued > 1000 FROM pgq.queues AS q WHERE q.entrypoint = 'ql'$$,
+    $$VALUES (TRUE, TRUE)$$,
+    'once the budget is spent, a larger entrypoint is estimated (above what was counted)'
+);
+SELECT is(set_config('pgq.queues_exact_limit', '', TRUE), '', 'the limit is reset again');
 
 -- Validation.
 SELECT is(set_config('pgq.queues_exact_limit', 'lots', TRUE), 'lots', 'the limit is set to lots');
