@@ -102,3 +102,5 @@ GRANT EXECUTE ON FUNCTION pgq._queue_counts(integer) TO pgq_worker, pgq_admin;
 GRANT SELECT ON pgq.queues, pgq.workers, pgq.jobs, pgq.outcomes, pgq.schedules TO pgq_admin;
 GRANT SELECT ON pgq.sweeps TO pgq_worker, pgq_admin;
 GRANT SELECT ON pgq.queues, pgq.workers TO pgq_worker;
+-- Monitoring's counters (pgq status, the dashboard's /metrics).
+GRANT SELECT ON pgq.outcome_totals TO pgq_worker, pgq_admin;

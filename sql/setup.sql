@@ -63,6 +63,17 @@ BEGIN
         EXECUTE FUNCTION pgq._marks_updated();
         ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_update_trg;
     END IF;
+    -- Outcomes are counted for monitoring (pgq._count_outcomes, pgq.outcome_totals).
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._outcomes'::regclass AND t.tgname = '_outcomes_count_trg'
+    ) THEN
+        CREATE TRIGGER _outcomes_count_trg AFTER INSERT ON pgq._outcomes
+        REFERENCING NEW TABLE AS new_outcomes
+        FOR EACH STATEMENT
+        EXECUTE FUNCTION pgq._count_outcomes();
+        ALTER TABLE pgq._outcomes ENABLE ALWAYS TRIGGER _outcomes_count_trg;
+    END IF;
 END
 $$;
 -- Their comments are written on every install and upgrade: that marks the triggers as
@@ -78,3 +89,5 @@ COMMENT ON TRIGGER _jobs_marks_insert_trg ON pgq._jobs IS
 'Keeps the claim marks below newly inserted queued jobs (pgq._marks_inserted).';
 COMMENT ON TRIGGER _jobs_marks_update_trg ON pgq._jobs IS
 'Keeps the claim mark below a job that became queued or moved earlier (pgq._marks_updated).';
+COMMENT ON TRIGGER _outcomes_count_trg ON pgq._outcomes IS
+'Adds new outcomes to the cumulative counts of pgq.outcome_totals (pgq._count_outcomes).';

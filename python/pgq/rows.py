@@ -59,8 +59,8 @@ class QueueRow:
     max_deliveries: int
     key_concurrency: int | None
     max_snoozes: int
-    # Some counts of the row are estimates: pgq.queues counts exactly up to its share of
-    # pgq.queues_exact_limit per state and entrypoint, and estimates above that.
+    # Some counts of the row are estimates: pgq.queues counts exactly up to
+    # pgq.queues_exact_limit (100,000) per entrypoint and state, and estimates above that.
     approximate: bool = False
 
 

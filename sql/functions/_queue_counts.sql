@@ -5,20 +5,21 @@
 --   index scans (one index descent per step) of _jobs_claim_idx and _jobs_dead_idx;
 --   running: _jobs_running_idx; waiting: _jobs_waiting_idx (exact, in proportion to the
 --   waiting jobs);
--- - queued (due) and scheduled: per entrypoint and priority, two ranges of the claim index
---   (it is ordered by run_at within a priority), each counted up to the entrypoint's share
---   of exact_limit (in index order, so that the planner never prefers a scan of the table
---   that stops early); the first entry of each priority gives the oldest due job;
--- - dead: the dead index, counted up to the entrypoint's share of exact_limit.
--- exact_limit is about how many index entries of a state are counted: each entrypoint with
--- jobs in that state gets exact_limit / (number of such entrypoints), at least 100 (or
--- exact_limit when lower), per priority. A count up to its share is exact. Above it the count is an
--- estimate (approximate is TRUE): the state's index size from the statistics of the last
--- VACUUM or ANALYZE (scaled to the index's current size, as the planner does; without
--- usable statistics, from the index's size alone), less what was counted exactly, shared
--- among the entrypoints over their share by their frequency in the table's statistics;
--- never less than what was counted.
--- exact_limit NULL: the setting pgq.queues_exact_limit, else 10000.
+-- - queued (due) and scheduled: the entrypoint's entries of the claim index, up to
+--   exact_limit + 1 of them, by an index-only scan, split by run_at; the first entry of each
+--   priority gives the oldest due job;
+-- - dead: the dead index, counted up to exact_limit.
+-- exact_limit is how many index entries are counted per entrypoint and state, whatever the
+-- other entrypoints hold: a count up to it is exact. The cost grows with the jobs counted,
+-- so one read counts at most 2 x exact_limit queued jobs in all: the entrypoints smallest
+-- first (by the table's statistics); once that budget is spent, the others are counted up
+-- to 1,000 each (docs/monitoring.md has the figures). Above its cap a count is an estimate
+-- (approximate is TRUE): the state's index size from the statistics of the last VACUUM or
+-- ANALYZE (scaled to the index's current size, as the planner does; without usable
+-- statistics, from the index's size alone), less what was counted exactly, shared among the
+-- entrypoints over their cap by their frequency in the table's statistics; never less than
+-- what was counted.
+-- exact_limit NULL: the setting pgq.queues_exact_limit, else 100000.
 -- Raises PQ001 when the limit (argument or setting) is not a whole number from 0 up.
 -- SECURITY DEFINER: the readers of pgq.queues may not read pgq._jobs or its statistics.
 CREATE OR REPLACE FUNCTION pgq._queue_counts(exact_limit integer DEFAULT NULL)
@@ -53,15 +54,23 @@ DECLARE
     v_pair_pr integer[];
     v_pair_first timestamptz[];
     v_dead text[];
-    v_share_queued integer;
     v_share_dead integer;
+    v_budget bigint;
+    v_ep text;
+    v_cap integer;
+    v_due bigint;
+    v_later bigint;
+    v_c_ep text[] := '{}';
+    v_c_due bigint[] := '{}';
+    v_c_later bigint[] := '{}';
+    v_c_cap integer[] := '{}';
 BEGIN
     IF v_limit IS NULL AND coalesce(v_setting, '') <> '' THEN
         IF v_setting !~ '^\s*[0-9]{1,9}\s*$' THEN
             PERFORM pgq._invalid(
                 'pgq.queues_exact_limit',
                 format('%L is not a whole number from 0 to 999999999', v_setting),
-                'SET pgq.queues_exact_limit = 10000 (jobs counted per state; more are estimated), or RESET it'
+                'SET pgq.queues_exact_limit = 100000 (jobs counted per entrypoint and state; more are estimated), or RESET it'
             );
         END IF;
         v_limit := v_setting::integer;
@@ -71,7 +80,7 @@ BEGIN
             'exact_limit', format('%s is negative', v_limit), 'pass a count from 0 up, or NULL for the default'
         );
     END IF;
-    v_limit := coalesce(v_limit, 10000);
+    v_limit := coalesce(v_limit, 100000);
 
     -- The (entrypoint, priority) pairs of queued jobs with the run_at of each pair's first
     -- (oldest) job: a loose index scan of the claim index in its order, one descent per
@@ -112,46 +121,76 @@ BEGIN
         )
         SELECT e.ep FROM e WHERE e.ep IS NOT NULL
     );
-    v_share_queued := greatest(
-        v_limit / greatest((SELECT count(DISTINCT e.ep) FROM unnest(v_pair_ep) AS e (ep)), 1)::integer,
-        least(v_limit, 100)
-    );
-    v_share_dead := greatest(v_limit / greatest(cardinality(v_dead), 1), least(v_limit, 100));
+    -- Not shared: each entrypoint's counts are exact up to the limit, whatever the others
+    -- hold, within a budget of 2 x the limit index entries per read: the entrypoints are
+    -- counted smallest first (by their frequency in the table's statistics), and once the
+    -- budget is spent the rest are counted up to 1,000 each (so a small queue stays exact)
+    -- and estimated above that.
+    v_share_dead := v_limit;
+    v_budget := 2::bigint * v_limit;
+    FOR v_ep IN
+        SELECT e.ep
+        FROM (SELECT DISTINCT u.ep FROM unnest(v_pair_ep) AS u (ep)) AS e
+        LEFT JOIN (
+            SELECT m.val, m.freq
+            FROM pg_catalog.pg_stats AS s,
+                unnest(s.most_common_vals::text::text [], s.most_common_freqs) AS m (val, freq)
+            WHERE s.schemaname = 'pgq' AND s.tablename = '_jobs' AND s.attname = 'entrypoint'
+        ) AS f ON e.ep = f.val
+        ORDER BY coalesce(f.freq, 0), e.ep
+    LOOP
+        v_cap := least(v_limit, greatest(v_budget, least(v_limit, 1000)))::integer;
+        -- An index-only scan of the entrypoint's entries in the claim index: the query names
+        -- plain columns of the index only (a condition on its expression -priority would
+        -- fetch every counted job from the heap, about 100 times slower).
+        SELECT count(*) FILTER (WHERE s.run_at <= now()), count(*) FILTER (WHERE s.run_at > now())
+        INTO v_due, v_later
+        FROM (
+            SELECT j.run_at FROM pgq._jobs AS j
+            WHERE j.status = 'queued' AND j.entrypoint = v_ep
+            ORDER BY j.entrypoint LIMIT v_cap + 1
+        ) AS s;
+        v_c_ep := v_c_ep || v_ep;
+        v_c_due := v_c_due || v_due;
+        v_c_later := v_c_later || v_later;
+        v_c_cap := v_c_cap || v_cap;
+        v_budget := v_budget - v_due - v_later;
+    END LOOP;
 
     RETURN QUERY
     WITH RECURSIVE
-    per_priority AS MATERIALIZED (
+    -- Queued jobs per entrypoint, as counted above (over: more than its cap).
+    per_ep AS MATERIALIZED (
         SELECT
-            p.ep,
-            p.first_run_at,
-            CASE WHEN p.first_run_at > now() THEN 0 ELSE (
-                SELECT count(*) FROM (
-                    SELECT 1 FROM pgq._jobs AS j
-                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
-                      AND j.run_at <= now()
-                    ORDER BY -j.priority::bigint, j.run_at LIMIT v_share_queued + 1
-                ) AS s
-            ) END AS due,
-            (
-                SELECT count(*) FROM (
-                    SELECT 1 FROM pgq._jobs AS j
-                    WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
-                      AND j.run_at > now()
-                    ORDER BY -j.priority::bigint, j.run_at LIMIT v_share_queued + 1
-                ) AS s
-            ) AS later
-        FROM unnest(v_pair_ep, v_pair_pr, v_pair_first) AS p (ep, pr, first_run_at)
-    ),
-    per_ep AS (
-        SELECT
-            q.ep,
-            sum(q.due)::bigint AS due,
-            sum(q.later)::bigint AS later,
-            bool_or(q.due > v_share_queued) AS due_over,
-            bool_or(q.later > v_share_queued) AS later_over,
-            min(q.first_run_at) FILTER (WHERE q.first_run_at <= now()) AS oldest
-        FROM per_priority AS q
-        GROUP BY q.ep
+            e.ep,
+            -- Over the cap, a kind that was not among the entries counted may still exist
+            -- further on: counted as 1 when it does (the first due entry of a priority, or
+            -- one probe per priority for a scheduled one), so that a count is 0 exactly
+            -- when there are no such jobs.
+            greatest(c.due, CASE WHEN c.over AND e.oldest IS NOT NULL THEN 1 ELSE 0 END) AS due,
+            greatest(
+                c.later,
+                CASE WHEN c.over AND c.later = 0 AND EXISTS (
+                    SELECT 1 FROM unnest(v_pair_ep, v_pair_pr) AS p (ep, pr)
+                    WHERE p.ep = e.ep AND EXISTS (
+                        SELECT 1 FROM pgq._jobs AS j
+                        WHERE j.status = 'queued' AND j.entrypoint = p.ep AND -j.priority::bigint = -p.pr::bigint
+                          AND j.run_at > now()
+                    )
+                ) THEN 1 ELSE 0 END
+            ) AS later,
+            c.over AS due_over,
+            c.over AS later_over,
+            e.oldest
+        FROM (
+            SELECT p.ep, min(p.first_run_at) FILTER (WHERE p.first_run_at <= now()) AS oldest
+            FROM unnest(v_pair_ep, v_pair_first) AS p (ep, first_run_at)
+            GROUP BY p.ep
+        ) AS e
+        INNER JOIN (
+            SELECT u.ep, u.due, u.later, u.due + u.later > u.cap AS over
+            FROM unnest(v_c_ep, v_c_due, v_c_later, v_c_cap) AS u (ep, due, later, cap)
+        ) AS c ON e.ep = c.ep
     ),
     dead_counts AS MATERIALIZED (
         SELECT

@@ -250,3 +250,24 @@ CREATE TABLE pgq._install (
     role_prefix text NOT NULL DEFAULT 'pgq_'
 );
 INSERT INTO pgq._install DEFAULT VALUES;
+
+-- Finished jobs counted since the install (or the upgrade that added this table), for
+-- monitoring: cumulative counters that any reader, at any time, finds the same and never
+-- lower (pgq.outcome_totals; the dashboard's /metrics as *_total). Kept by a statement
+-- trigger on pgq._outcomes (pgq._count_outcomes): one row per entrypoint, outcome and shard
+-- is updated per statement that writes outcomes, so a batch of completions costs one
+-- update per entrypoint and outcome, not one per job. shard: the writing backend's pid
+-- modulo 16, so that workers completing jobs of one entrypoint at the same time mostly
+-- update different rows (no new lock wait between them). Rows are never deleted (retention
+-- prunes the log, not these).
+CREATE TABLE pgq._outcome_counts (
+    entrypoint text NOT NULL,
+    outcome text NOT NULL,
+    shard smallint NOT NULL,
+    jobs bigint NOT NULL DEFAULT 0,
+    -- Sums of started - enqueued and finished - started, in seconds, of the counted
+    -- outcomes that have a start (the _sum of a Prometheus summary).
+    wait_seconds float8 NOT NULL DEFAULT 0,
+    run_seconds float8 NOT NULL DEFAULT 0,
+    PRIMARY KEY (entrypoint, outcome, shard)
+) WITH (fillfactor = 50);

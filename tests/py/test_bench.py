@@ -27,7 +27,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         [
             *("bench", "--dsn", ADMIN_DSN, "--quick", "--no-peer", "--jobs", "500", "--seconds", "1"),
             *("--backlog-sizes", "500,2000", "--latency-rate", "40", "--timeout", "60"),
-            *("--queues-size", "3000"),
+            *("--queues-size", "3000", "--monitor-size", "2000"),
             *("--json", str(out), "--db-prefix", f"bench_test_{os.getpid()}_"),
         ],
         catch_exceptions=False,
@@ -49,6 +49,7 @@ def test_bench_quick(tmp_path: Path) -> None:
         "xmin_large",
         "drain_large",
         "queues",
+        "monitor",
         "peer",
     }
     assert "skipped" in s["peer"]
@@ -77,6 +78,11 @@ def test_bench_quick(tmp_path: Path) -> None:
         # 3000 jobs: within the exact limit, so shown exactly, one row per entrypoint.
         assert read["vacuumed"]["rows"] == int(eps) and read["vacuumed"]["queued_shown"] == 3000, read
         assert read["ms"] > 0
+    # The dashboard's reads, each timed (figures only: nothing is asserted about them).
+    monitor = s["monitor"]
+    assert monitor["queued"] == 2000, monitor
+    for case in ("queues", "overview", "metrics", "jobs_deepest_page_keyset", "search_no_match_bounded"):
+        assert monitor[case]["median_ms"] > 0, monitor
     assert [t["met"] for t in data["targets"]], data["targets"]
     assert "raw limit" in result.output and "pgq.queues at 3k queued (100 entrypoints)" in result.output
     assert "targets:" not in result.output and "[MISS]" not in result.output

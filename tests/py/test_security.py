@@ -81,6 +81,7 @@ VIEWS: dict[str, set[str]] = {
     "outcomes": {ADMIN},
     "schedules": {ADMIN},
     "sweeps": {WORKER, ADMIN},
+    "outcome_totals": {WORKER, ADMIN},
     # The default settings, read by pgq's functions and views (as their owner): nobody.
     "_default_settings": set(),
 }
@@ -300,6 +301,7 @@ PRACTICE: list[tuple[str, set[str]]] = [
     ("SELECT pgq.prune()", {ADMIN}),
     ("SELECT * FROM pgq.stats('1 hour')", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.queues", {WORKER, ADMIN}),
+    ("SELECT * FROM pgq.outcome_totals", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.workers", {WORKER, ADMIN}),
     ("SELECT * FROM pgq.jobs", {ADMIN}),
     ("SELECT * FROM pgq.outcomes", {ADMIN}),

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(269);
+SELECT plan(273);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -402,6 +402,7 @@ SELECT has_view('pgq', 'workers', 'view pgq.workers exists');
 SELECT has_view('pgq', 'jobs', 'view pgq.jobs exists');
 SELECT has_view('pgq', 'outcomes', 'view pgq.outcomes exists');
 SELECT has_view('pgq', 'schedules', 'view pgq.schedules exists');
+SELECT has_view('pgq', 'outcome_totals', 'view pgq.outcome_totals exists');
 SELECT is_empty(
     $$
         VALUES ('name', 'text'), ('cron', 'text'), ('entrypoint', 'text'), ('payload', 'jsonb'),
@@ -618,6 +619,15 @@ SELECT is_empty(
 SELECT table_privs_are('pgq', 'queues', 'pgq_producer', ARRAY[]::name[], 'pgq_producer has no privilege on pgq.queues');
 SELECT table_privs_are('pgq', 'queues', 'pgq_worker', ARRAY['SELECT'], 'pgq_worker can only SELECT from pgq.queues');
 SELECT table_privs_are('pgq', 'queues', 'pgq_admin', ARRAY['SELECT'], 'pgq_admin can only SELECT from pgq.queues');
+SELECT table_privs_are(
+    'pgq', 'outcome_totals', 'pgq_producer', ARRAY[]::name[], 'pgq_producer has no privilege on pgq.outcome_totals'
+);
+SELECT table_privs_are(
+    'pgq', 'outcome_totals', 'pgq_worker', ARRAY['SELECT'], 'pgq_worker can only SELECT from pgq.outcome_totals'
+);
+SELECT table_privs_are(
+    'pgq', 'outcome_totals', 'pgq_admin', ARRAY['SELECT'], 'pgq_admin can only SELECT from pgq.outcome_totals'
+);
 SELECT table_privs_are('pgq', 'queues', 'public', ARRAY[]::name[], 'public has no privilege on pgq.queues');
 SELECT table_privs_are('pgq', 'workers', 'pgq_producer', ARRAY[]::name[], 'pgq_producer has no privilege on pgq.workers');
 SELECT table_privs_are('pgq', 'workers', 'pgq_worker', ARRAY['SELECT'], 'pgq_worker can only SELECT from pgq.workers');

@@ -1,7 +1,7 @@
 -- pgq.queues at scale: counts through pgq._queue_counts, exact up to the entrypoint's share of
 -- pgq.queues_exact_limit, estimated above it (approximate); a low limit keeps the test small.
 BEGIN;
-SELECT plan(21);
+SELECT plan(27);
 
 -- Fixture, written straight into the table: qa has due jobs at two priorities (3 at
 -- priority 1, 2 at priority 0, the oldest of them at priority 0) and 2 scheduled; qb one
@@ -54,14 +54,14 @@ SELECT results_eq(
     'default limit: every count exact, the oldest due job found across priorities, approximate false'
 );
 
-SELECT is(set_config('pgq.queues_exact_limit', '3', TRUE), '3', 'the limit is set to 3');
+SELECT is(set_config('pgq.queues_exact_limit', '7', TRUE), '7', 'the limit is set to 7');
 SELECT results_eq(
     $$
         SELECT q.entrypoint, q.queued, q.scheduled, q.waiting, q.running, q.dead, q.oldest_queued_age, q.approximate
         FROM pgq.queues AS q WHERE q.entrypoint LIKE 'q_' ORDER BY 1
     $$,
     $$SELECT * FROM t_truth ORDER BY 1$$,
-    'a limit of 3: counts of 3 per priority are still exact (5 due over two priorities)'
+    'a limit of 7: 7 queued jobs of an entrypoint (5 due, 2 scheduled, three priorities) are still exact'
 );
 
 SELECT is(set_config('pgq.queues_exact_limit', '2', TRUE), '2', 'the limit is set to 2');
@@ -76,11 +76,11 @@ SELECT ok(
 );
 SELECT results_eq(
     $$
-        SELECT q.scheduled, q.waiting, q.running, q.oldest_queued_age
+        SELECT q.waiting, q.running, q.oldest_queued_age
         FROM pgq.queues AS q WHERE q.entrypoint = 'qa'
     $$,
-    $$SELECT t.scheduled, t.waiting, t.running, t.oldest_queued_age FROM t_truth AS t WHERE t.entrypoint = 'qa'$$,
-    'in an approximate row, the counts within the limit and the oldest age stay exact'
+    $$SELECT t.waiting, t.running, t.oldest_queued_age FROM t_truth AS t WHERE t.entrypoint = 'qa'$$,
+    'in an approximate row, running, waiting and the oldest age stay exact'
 );
 SELECT results_eq(
     $$SELECT q.queued, q.dead FROM pgq.queues AS q WHERE q.entrypoint = 'qb'$$,
@@ -110,22 +110,57 @@ SELECT results_eq(
     'a limit of 0: every count is still zero exactly when there are no such jobs'
 );
 
--- The share: 4 entrypoints with queued jobs share a limit of 400, 100 each.
+-- The limit is per entrypoint and state, not shared: with a limit of 120, qf's 150 queued
+-- jobs are over it and estimated, qg's 100 are exact, whatever the others hold.
 INSERT INTO pgq._jobs (entrypoint) SELECT 'qf' FROM generate_series(1, 150);
 INSERT INTO pgq._jobs (entrypoint) SELECT 'qg' FROM generate_series(1, 100);
-SELECT is(set_config('pgq.queues_exact_limit', '400', TRUE), '400', 'the limit is set to 400');
+SELECT is(set_config('pgq.queues_exact_limit', '120', TRUE), '120', 'the limit is set to 120');
 SELECT results_eq(
     $$SELECT q.entrypoint, q.approximate FROM pgq.queues AS q WHERE q.entrypoint IN ('qa', 'qf', 'qg') ORDER BY 1$$,
     $$VALUES ('qa', FALSE), ('qf', TRUE), ('qg', FALSE)$$,
-    'the limit is shared among the entrypoints with jobs in a state: 150 of 4 x 100 is over, 100 is not'
+    'the limit holds per entrypoint and state: 150 is over 120, 100 is not, beside the others'
 );
 SELECT is(
-    (SELECT q.queued FROM pgq.queues AS q WHERE q.entrypoint = 'qg'), 100::bigint, 'a count of its share is exact'
+    (SELECT q.queued FROM pgq.queues AS q WHERE q.entrypoint = 'qg'), 100::bigint, 'a count within the limit is exact'
 );
 SELECT is(
     (SELECT q.queued FROM pgq._queue_counts(1000) AS q WHERE q.entrypoint = 'qf'), 150::bigint,
     'the limit as an argument wins over the setting'
 );
+-- The default: 12,000 queued and 10,001 dead jobs of one entrypoint beside the others are
+-- counted exactly (up to 100,000 per entrypoint and state).
+SELECT is(set_config('pgq.queues_exact_limit', '', TRUE), '', 'the limit is reset');
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qh' FROM generate_series(1, 12000);
+INSERT INTO pgq._jobs (entrypoint, status)
+SELECT
+    'qh' AS entrypoint,
+    'dead' AS status
+FROM generate_series(1, 10001);
+SELECT results_eq(
+    $$SELECT q.queued, q.dead, q.approximate FROM pgq.queues AS q WHERE q.entrypoint = 'qh'$$,
+    $$VALUES (12000::bigint, 10001::bigint, FALSE)$$,
+    'the default limit counts 12,000 queued and 10,001 dead jobs of one entrypoint exactly'
+);
+
+-- The budget of a read: 2 x the limit queued jobs, the smallest entrypoints (by the table's
+-- statistics) first, then 1,000 each. With a limit of 5,000 (budget 10,000): qj's 4,000 and
+-- qk's 4,500 are counted exactly; what is left for ql (4,800) is under its size: estimated.
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qj' FROM generate_series(1, 4000);
+INSERT INTO pgq._jobs (entrypoint) SELECT 'qk' FROM generate_series(1, 4500);
+INSERT INTO pgq._jobs (entrypoint) SELECT 'ql' FROM generate_series(1, 4800);
+ANALYZE pgq._jobs;
+SELECT is(set_config('pgq.queues_exact_limit', '5000', TRUE), '5000', 'the limit is set to 5000');
+SELECT results_eq(
+    $$SELECT q.entrypoint, q.queued, q.approximate FROM pgq.queues AS q WHERE q.entrypoint IN ('qj', 'qk') ORDER BY 1$$,
+    $$VALUES ('qj', 4000::bigint, FALSE), ('qk', 4500::bigint, FALSE)$$,
+    'within the budget, the smaller entrypoints are counted exactly'
+);
+SELECT results_eq(
+    $$SELECT q.approximate, q.queued > 1000 FROM pgq.queues AS q WHERE q.entrypoint = 'ql'$$,
+    $$VALUES (TRUE, TRUE)$$,
+    'once the budget is spent, a larger entrypoint is estimated (above what was counted)'
+);
+SELECT is(set_config('pgq.queues_exact_limit', '', TRUE), '', 'the limit is reset again');
 
 -- Validation.
 SELECT is(set_config('pgq.queues_exact_limit', 'lots', TRUE), 'lots', 'the limit is set to lots');

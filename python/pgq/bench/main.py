@@ -9,7 +9,8 @@ Scenarios: raw limit (pgq's claim -> complete cycle as plain SQL under pgbench);
 on 1 and 8 connections, and enqueue_batch of 1000, through pgbench and pgq.Client);
 latency (commit -> handler start with an idle worker); backlog (10k, 100k, 1M queued);
 held xmin (a drain while a REPEATABLE READ snapshot stays open); queues (reads of pgq.queues
-with 1M jobs queued over 1 and 100 entrypoints); and PgQueuer's drain, enqueue and latency
+with 1M jobs queued over 1 and 100 entrypoints); monitor (the dashboard's pages, searches
+and /metrics with 5M queued, pgq.web read by its own code); and PgQueuer's drain, enqueue and latency
 side by side.
 """
 
@@ -50,6 +51,7 @@ SCENARIOS = [
     "backlog",
     "xmin",
     "queues",
+    "monitor",
     "peer",
 ]
 QUEUES_ENTRYPOINTS = (1, 100)
@@ -92,6 +94,11 @@ def _sizes(text: str) -> list[int]:
     type=click.IntRange(min=1),
     help="Queued jobs while pgq.queues is read  [default: 1000000; 100000 with --quick]",
 )
+@click.option(
+    "--monitor-size",
+    type=click.IntRange(min=100),
+    help="Queued jobs while the dashboard is timed (monitor)  [default: 5000000; 100000 with --quick]",
+)
 @click.option("--latency-rate", type=click.FloatRange(min=1), default=50.0, show_default=True, help="Jobs/s.")
 @click.option("--timeout", type=click.FloatRange(min=10), default=300.0, show_default=True, help="Per drain.")
 @click.option(
@@ -118,6 +125,7 @@ def bench_command(
     seconds: int | None,
     backlog_sizes: str | None,
     queues_size: int | None,
+    monitor_size: int | None,
     latency_rate: float,
     timeout: float,
     repeat: int | None,
@@ -137,6 +145,7 @@ def bench_command(
     repeat = repeat or (1 if quick else 3)
     sizes = _sizes(backlog_sizes or ("10000,100000" if quick else "10000,100000,1000000"))
     queues_size = queues_size or (100_000 if quick else 1_000_000)
+    monitor_size = monitor_size or (100_000 if quick else 5_000_000)
     out_dir = Path(".bench").resolve()
     json_path = (json_path or out_dir / "results.json").resolve()
     log_dir = json_path.parent / "logs"
@@ -152,6 +161,7 @@ def bench_command(
         "seconds": seconds,
         "backlog_sizes": sizes,
         "queues_size": queues_size,
+        "monitor_size": monitor_size,
         "latency_rate": latency_rate,
         "repeat": repeat,
         "quick": quick,
@@ -177,6 +187,7 @@ def bench_command(
         seconds=seconds,
         sizes=sizes,
         queues_size=queues_size,
+        monitor_size=monitor_size,
         latency_rate=latency_rate,
         drain_args=drain_args,
         peer_skip=peer_skip,
@@ -253,6 +264,7 @@ class Rounds:
         seconds: int,
         sizes: list[int],
         queues_size: int,
+        monitor_size: int,
         latency_rate: float,
         drain_args: dict[str, Any],
         peer_skip: str | None,
@@ -391,6 +403,13 @@ class Rounds:
                     lambda eps=eps: bench_pgq.queues_read(server, size=queues_size, entrypoints=eps),
                 )
 
+        if on("monitor"):
+            note("--- monitor (dashboard and /metrics)")
+            # Imported here: it needs the dashboard extra (prometheus_client, psycopg_pool).
+            from . import monitor as bench_monitor
+
+            self.attempt("monitor", lambda: bench_monitor.monitor_reads(server, size=monitor_size))
+
         if on("latency"):
             note("--- latency")
             self.attempt("latency", lambda: bench_pgq.latency(server, seconds=seconds, rate=latency_rate))
@@ -441,6 +460,7 @@ class Rounds:
             out["queues"] = {"runs": reads, **({"error": "; ".join(errors)} if errors else {})}
         else:
             out["queues"] = {"skipped": "not selected (--only)"}
+        out["monitor"] = self.first("monitor") if on("monitor") else {"skipped": "not selected (--only)"}
         if peer is None:
             out["peer"] = {"skipped": peer_skip or "not selected (--only)"}
         else:

@@ -101,6 +101,16 @@ def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
             ms is not None and ms < 10,
             f"{ms} ms",
         )
+    monitor = s.get("monitor") or {}
+    for case in ("jobs_deepest_page_keyset", "search_no_match_bounded"):
+        ms = (monitor.get(case) or {}).get("median_ms")
+        if ms is not None:
+            add(
+                f"{case.replace('_', ' ')} at {_size(monitor['queued'])} queued < 1 s",
+                ms,
+                ms < 1000,
+                f"{ms} ms",
+            )
     return out
 
 
@@ -291,6 +301,18 @@ def render(results: dict[str, Any]) -> str:
                 f" {vacuumed['rows']} rows approximate",
             ]
         )
+    monitor = s.get("monitor") or {}
+    for case, read in monitor.items():
+        if isinstance(read, dict) and "median_ms" in read:
+            rows.append(
+                [
+                    f"dashboard at {_size(monitor['queued'])} queued: {case.replace('_', ' ')}",
+                    f"{read['median_ms']:.1f} ms",
+                    "",
+                    "",
+                    f"median of {monitor['reads']} reads, worst {read['max_ms']:.1f} ms",
+                ]
+            )
     lines += _table(rows)
     cpu_rows = [["per job", "CPU, client processes", "CPU, PostgreSQL backends", "WAL", "other load"]]
     for label, node in [

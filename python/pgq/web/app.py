@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from . import hosts, metrics
-from .queries import FINISHED, FINISHED_WINDOWS, LIVE, Queries, make_pool
+from .queries import ENTRYPOINT_PAGE, FINISHED, FINISHED_WINDOWS, LIVE, Queries, make_pool
 from .render import register_filters
 
 HERE = Path(__file__).parent
@@ -201,11 +201,17 @@ def create_app(config: Config) -> Starlette:
         sep = "&" if "?" in back else "?"
         return RedirectResponse(f"{back}{sep}{urlencode({key: text})}", status_code=303)
 
+    def _overview(request: Request) -> dict[str, Any]:
+        """A page of entrypoints (?ep= a search, ?page= its number)."""
+        q = request.query_params
+        result = db.overview(q.get("ep", ""), int(q["page"]) if q.get("page", "").isdigit() else 1)
+        return {"queues": result.queues, "view": result, "query": request.url.query}
+
     def overview(request: Request) -> Response:
-        return page(request, "overview.html", queues=db.overview())
+        return page(request, "overview.html", **_overview(request))
 
     def overview_table(request: Request) -> Response:
-        return page(request, "_queues.html", queues=db.overview())
+        return page(request, "_queues.html", **_overview(request))
 
     def series(request: Request) -> Response:
         return JSONResponse(db.series(request.query_params.get("window", "5m")))
@@ -215,20 +221,22 @@ def create_app(config: Config) -> Starlette:
         raw_id = q.get("id", "").strip()
         job_id = int(raw_id) if raw_id.isdigit() else None
         status = q.get("status", "") if q.get("status", "") in (*LIVE, *FINISHED) else ""
-        page_no = int(q["page"]) if q.get("page", "").isdigit() else 1
         window = q.get("window", "24h")
-        rows, more = db.jobs(q.get("entrypoint", ""), status, job_id, q.get("q", ""), page_no, window)
-        filters = {k: v for k, v in q.items() if k not in ("page", "msg", "err")}
+        before = q.get("before", "")
+        result = db.jobs(q.get("entrypoint", ""), status, job_id, q.get("q", ""), before, window)
+        filters = {k: v for k, v in q.items() if k not in ("before", "msg", "err")}
         return page(
             request,
             "jobs.html",
-            rows=rows,
-            more=more,
-            page_no=page_no,
+            rows=result.rows,
+            next_page=result.next,
+            searched=result.searched,
+            first_page=not before,
             filters=filters,
             statuses=(*LIVE, *FINISHED),
             windows=FINISHED_WINDOWS,
-            entrypoints=db.entrypoints(),
+            # A suggestion list for the entrypoint filter, not every name (there may be many).
+            entrypoints=db.entrypoints(limit=ENTRYPOINT_PAGE),
             bad_id=bool(raw_id) and job_id is None,
             here=request.url.path + ("?" + request.url.query if request.url.query else ""),
         )
@@ -248,9 +256,20 @@ def create_app(config: Config) -> Starlette:
         return page(request, "schedules.html", schedules=db.schedules(), sweeps=db.sweeps())
 
     def settings(request: Request) -> Response:
-        rows = db.settings()
+        q = request.query_params
+        rows = db.settings(q.get("ep", ""), q.get("after", ""))
+        next_after = rows[ENTRYPOINT_PAGE - 1]["entrypoint"] if len(rows) > ENTRYPOINT_PAGE else None
+        rows = rows[:ENTRYPOINT_PAGE]
         columns = [c for c in (rows[0].keys() if rows else []) if c not in ("entrypoint", "paused")]
-        return page(request, "settings.html", rows=rows, columns=columns)
+        return page(
+            request,
+            "settings.html",
+            rows=rows,
+            columns=columns,
+            search=q.get("ep", ""),
+            after=q.get("after", ""),
+            next_after=next_after,
+        )
 
     async def job_action(request: Request) -> Response:
         job_id = request.path_params["job_id"]

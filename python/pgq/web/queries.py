@@ -3,24 +3,24 @@
 The dashboard runs as the database role of its DSN: a role that may only read gets a
 read-only dashboard (actions raise InsufficientPrivilege, shown on the page).
 
-Counting a million queued jobs costs a scan, so the overview counts differently:
-- queued and scheduled: exact up to COUNT_CAP through the claim index (pgq.jobs with
-  status = 'queued' is an index-only scan of it), one range per priority (so due and
-  scheduled jobs are counted without reading each other), above that the planner's estimate;
-- running and waiting: their partial indexes, exact;
-- oldest queued age: the first index entry of each distinct priority;
-- dead: dead jobs have no index of their own, so their count is a sequential scan, run
-  at most every DEAD_REFRESH seconds (or 50 times its duration) and cached;
-- entrypoints: loose index scans, plus pgq.queues (which also lists entrypoints that only
-  have settings; it reads the indexes only).
+Counts come from pgq.queues, as for `pgq status` and psql, so that every view of the queue
+gives one number: exact up to pgq.queues_exact_limit per entrypoint and state (100,000 by
+default), above it an estimate, marked as one (the row's `approximate`). pgq.queues reads
+the partial indexes only (dead jobs have theirs, _jobs_dead_idx), so no count here scans
+the job table and nothing is cached.
+
+Entrypoint names are chosen by whoever enqueues, so there may be tens of thousands: pages
+that list them show PAGE_SIZE at a time, by name, with a search (a substring).
+
+Jobs are listed newest first with keyset pagination (a page starts below the last id of
+the page before), so the thousandth page costs what the first does. A payload search reads
+at most SEARCH_SPAN jobs per page (the newest first, below the page's start): it is bounded,
+not indexed, and the page says where it stopped so that the next page goes on from there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -29,10 +29,10 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-COUNT_CAP = 10_000
-MAX_PRIORITIES = 50  # distinct priorities walked one by one; with more, one capped scan
-DEAD_REFRESH = 5.0
+EXACT_LIMIT = 100_000  # pgq.queues_exact_limit's default: counts up to it are exact
 PAGE_SIZE = 50
+ENTRYPOINT_PAGE = 100  # entrypoints per page of the overview and the settings
+SEARCH_SPAN = 100_000  # jobs a payload search reads per page at most
 LIVE = ("queued", "scheduled", "waiting", "running", "dead")
 FINISHED = ("succeeded", "canceled", "failed")
 # How far back the browser looks for finished jobs (the outcome log has BRIN indexes only).
@@ -53,7 +53,7 @@ class Queue:
     scheduled: Count = field(default_factory=lambda: Count(0))
     waiting: int = 0
     running: int = 0
-    dead: int = 0
+    dead: Count = field(default_factory=lambda: Count(0))
     oldest_queued_age: timedelta | None = None
     paused: bool = False
     per_second: float = 0.0
@@ -65,6 +65,21 @@ class Queue:
     wait_p99: timedelta | None = None
     run_p50: timedelta | None = None
     run_p99: timedelta | None = None
+    approximate: bool = False  # some count of the row is an estimate (pgq.queues)
+
+
+@dataclass
+class Overview:
+    """One page of the overview: its queues, and what all entrypoints hold together."""
+
+    queues: list[Queue]
+    entrypoints: int  # how many entrypoints match (all pages)
+    search: str = ""
+    page: int = 1
+    pages: int = 1
+    totals: dict[str, int] = field(default_factory=dict)  # jobs by state, every entrypoint
+    approximate: bool = False  # some total is an estimate
+    oldest_queued_age: timedelta | None = None  # the oldest due job of any entrypoint
 
 
 def _configure(conn: Any) -> None:
@@ -90,11 +105,6 @@ def make_pool(dsn: str) -> ConnectionPool:
 class Queries:
     def __init__(self, pool: ConnectionPool) -> None:
         self.pool = pool
-        self._dead: dict[str, int] | None = None
-        self._dead_at = 0.0
-        self._dead_took = 0.0
-        self._dead_lock = threading.Lock()
-        self._dead_refreshing = False
 
     def _all(self, query: str, params: Any = None) -> list[dict[str, Any]]:
         with self.pool.connection() as conn:
@@ -110,122 +120,82 @@ class Queries:
 
     # --- counts ------------------------------------------------------------------------
 
-    def _queued(self, conn: Any, entrypoint: str) -> tuple[Count, Count, timedelta | None]:
-        """Queued (due) and scheduled counts and the oldest due job's age of an entrypoint:
-        per priority, index range scans of the claim index, capped; estimated above the cap."""
-        p = {"ep": entrypoint, "cap": COUNT_CAP + 1, "most": MAX_PRIORITIES}
-        r = conn.execute(_QUEUED, p).fetchone()
-        complete = r["priorities"] < MAX_PRIORITIES
-        due = self._count(conn, int(r["due"]), complete, "j.run_at <= now()", p)
-        later = self._count(conn, int(r["later"]), complete, "j.run_at > now()", p)
-        return due, later, r["age"]
-
-    def _count(self, conn: Any, counted: int, complete: bool, cond: str, params: dict[str, Any]) -> Count:
-        where = f"j.status = 'queued' AND j.entrypoint = %(ep)s AND {cond}"
-        if not complete:  # too many priorities to walk: one capped scan instead
-            counted = conn.execute(
-                f"SELECT count(*) AS n FROM (SELECT 1 FROM pgq.jobs AS j WHERE {where} LIMIT %(cap)s) AS s",
-                params,
-            ).fetchone()["n"]
-        if counted <= COUNT_CAP:
-            return Count(counted)
-        plan = conn.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM pgq.jobs AS j WHERE {where}", params)
-        rows = plan.fetchone()["QUERY PLAN"][0]["Plan"]["Plan Rows"]
-        return Count(max(int(rows), COUNT_CAP), estimated=True, floor=COUNT_CAP)
-
-    def _dead_counts(self) -> dict[str, int]:
-        """Dead jobs per entrypoint: a scan, cached; refreshed in the background once known."""
-        now = time.monotonic()
-        stale = now - self._dead_at > max(DEAD_REFRESH, 50 * self._dead_took)
-        if self._dead is None:
-            self._refresh_dead()
-        elif stale:
-            with self._dead_lock:
-                start = not self._dead_refreshing
-                self._dead_refreshing = True
-            if start:
-                threading.Thread(target=self._refresh_dead, daemon=True).start()
-        return self._dead or {}
-
-    def _refresh_dead(self) -> None:
-        started = time.monotonic()
-        try:
-            rows = self._all(
-                "SELECT j.entrypoint, count(*) AS n FROM pgq.jobs AS j WHERE j.status = 'dead' GROUP BY 1"
-            )
-            self._dead = {r["entrypoint"]: r["n"] for r in rows}
-            self._dead_took = time.monotonic() - started
-            self._dead_at = time.monotonic()
-        finally:
-            with self._dead_lock:
-                self._dead_refreshing = False
-
-    def forget_dead(self) -> None:
-        """After an action that changes dead jobs: count them again on the next read."""
-        self._dead_at = 0.0
-
-    def entrypoints(self) -> list[str]:
-        """Entrypoints with live jobs, workers, schedules or recent outcomes (index scans only)."""
-        rows = self._all(
-            """
-            WITH RECURSIVE e AS (
-                (SELECT j.entrypoint AS ep FROM pgq.jobs AS j WHERE j.status = 'queued'
-                 ORDER BY j.entrypoint LIMIT 1)
-                UNION ALL
-                SELECT (SELECT j.entrypoint FROM pgq.jobs AS j
-                        WHERE j.status = 'queued' AND j.entrypoint > e.ep ORDER BY j.entrypoint LIMIT 1)
-                FROM e WHERE e.ep IS NOT NULL
-            )
-            SELECT ep FROM e WHERE ep IS NOT NULL
-            UNION SELECT j.entrypoint FROM pgq.jobs AS j WHERE j.status = 'running'
-            UNION SELECT j.entrypoint FROM pgq.jobs AS j WHERE j.status = 'waiting'
-            UNION SELECT unnest(w.entrypoints) FROM pgq.workers AS w WHERE w.state = 'alive'
-            UNION SELECT s.entrypoint FROM pgq.schedules AS s
-            UNION SELECT o.entrypoint FROM pgq.outcomes AS o WHERE o.finished_at > now() - interval '1 hour'
-            """
-        )
-        names = {r["ep"] for r in rows} | set(self._dead_counts())
-        # pgq.queues also lists entrypoints that only have settings (paused, no jobs); it
-        # reads the indexes only, so it is cheap at any size. (A role without SELECT on
-        # pgq.queues, or EXECUTE on the function it counts with, still gets the rest.)
-        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-            names |= {r["entrypoint"] for r in self._all("SELECT q.entrypoint FROM pgq.queues AS q")}
-        return sorted(names)
-
-    def overview(self) -> list[Queue]:
-        names = self.entrypoints()
-        if not names:
-            return []
-        queues = {n: Queue(n) for n in names}
-        dead = self._dead_counts()
+    def queues(self) -> tuple[list[dict[str, Any]], int]:
+        """Every row of pgq.queues (counts and settings of each entrypoint with live jobs or
+        settings), and the exact limit in force (counts above it may be estimates)."""
         with self.pool.connection() as conn:
-            for name, q in queues.items():
-                q.queued, q.scheduled, q.oldest_queued_age = self._queued(conn, name)
-                q.dead = dead.get(name, 0)
-            for r in conn.execute(
-                "SELECT j.entrypoint, count(*) FILTER (WHERE j.status = 'running') AS running,"
-                " count(*) FILTER (WHERE j.status = 'waiting') AS waiting"
-                " FROM pgq.jobs AS j WHERE j.status = 'running' OR j.status = 'waiting' GROUP BY 1"
-            ):
-                if r["entrypoint"] in queues:
-                    queues[r["entrypoint"]].running = r["running"]
-                    queues[r["entrypoint"]].waiting = r["waiting"]
-            for r in conn.execute("SELECT * FROM pgq.settings(%s::text[])", (names,)):
-                queues[r["entrypoint"]].paused = r["paused"]
-            for r in conn.execute("SELECT * FROM pgq.stats('5 minutes')"):
-                q = queues.get(r["entrypoint"])
-                if q is None:
-                    continue
-                q.per_second = float(r["per_second"] or 0)
-                q.succeeded, q.failed, q.dead_5m, q.canceled = (
-                    r["succeeded"],
-                    r["failed"],
-                    r["dead"],
-                    r["canceled"],
-                )
-                q.wait_p50, q.wait_p99 = r["wait_p50"], r["wait_p99"]
-                q.run_p50, q.run_p99 = r["run_p50"], r["run_p99"]
-        return list(queues.values())
+            rows = conn.execute("SELECT * FROM pgq.queues").fetchall()
+            setting = conn.execute("SELECT current_setting('pgq.queues_exact_limit', TRUE) AS s").fetchone()[
+                "s"
+            ]
+        limit = int(setting) if setting and setting.strip().isdigit() else EXACT_LIMIT
+        return rows, limit
+
+    def entrypoints(self, search: str = "", after: str = "", limit: int | None = None) -> list[str]:
+        """Entrypoints with live jobs or settings (pgq.queues), recent outcomes (pgq.stats),
+        alive workers or schedules, by name: those containing `search`, after `after`, at
+        most `limit` (None: all)."""
+        # Names only: with a limit of 0, pgq.queues reads one index entry per entrypoint and
+        # state instead of counting (the counts are not shown here).
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL pgq.queues_exact_limit = 0")
+            names = {r["entrypoint"] for r in conn.execute("SELECT q.entrypoint FROM pgq.queues AS q")}
+        names |= self._other_entrypoints()
+        out = sorted(n for n in names if search in n and n > after)
+        return out if limit is None else out[:limit]
+
+    def _other_entrypoints(self) -> set[str]:
+        """Entrypoints known without live jobs: recent outcomes, alive workers, schedules."""
+        rows = self._all(
+            "SELECT s.entrypoint AS ep FROM pgq.stats('1 hour') AS s"
+            " UNION SELECT unnest(w.entrypoints) FROM pgq.workers AS w WHERE w.state = 'alive'"
+            " UNION SELECT s.entrypoint FROM pgq.schedules AS s"
+        )
+        return {r["ep"] for r in rows}
+
+    def overview(self, search: str = "", page: int = 1, size: int = ENTRYPOINT_PAGE) -> Overview:
+        """A page of entrypoints (containing `search`), the busiest first (most live jobs,
+        then by name), with their counts from pgq.queues and their last 5 minutes from
+        pgq.stats; and the totals of all entrypoints. pgq.queues is read whole (it counts
+        every entrypoint in one pass anyway), so the page is a slice in memory."""
+        rows, limit = self.queues()
+        by_name = {r["entrypoint"]: r for r in rows}
+        stats = {r["entrypoint"]: r for r in self.stats()}
+        names = [n for n in by_name.keys() | stats.keys() | self._other_entrypoints() if search in n]
+
+        def live(name: str) -> int:
+            r = by_name.get(name)
+            return sum(int(r[s]) for s in ("queued", "scheduled", "waiting", "running", "dead")) if r else 0
+
+        names.sort(key=lambda n: (-live(n), n))
+        pages = max(1, -(-len(names) // size))
+        page = min(max(page, 1), pages)
+        result = Overview(
+            queues=[
+                _queue(n, by_name.get(n), stats.get(n), limit) for n in names[(page - 1) * size : page * size]
+            ],
+            entrypoints=len(names),
+            search=search,
+            page=page,
+            pages=pages,
+            totals={
+                s: sum(int(r[s]) for r in rows) for s in ("queued", "scheduled", "waiting", "running", "dead")
+            },
+            approximate=any(r["approximate"] for r in rows),
+            oldest_queued_age=max(
+                (r["oldest_queued_age"] for r in rows if r["oldest_queued_age"]), default=None
+            ),
+        )
+        return result
+
+    def stats(self, since: str = "5 minutes") -> list[dict[str, Any]]:
+        """pgq.stats(since): per entrypoint, outcomes and latency percentiles of the window."""
+        return self._all("SELECT * FROM pgq.stats(%s::interval)", (since,))
+
+    def outcome_totals(self) -> list[dict[str, Any]]:
+        """pgq.outcome_totals: finished jobs by entrypoint and outcome since the install
+        (cumulative: never lower from one read to the next)."""
+        return self._all("SELECT * FROM pgq.outcome_totals")
 
     def series(self, window: str) -> dict[str, list[Any]]:
         """Throughput and latency of all entrypoints: per second over the last 5 minutes
@@ -277,12 +247,12 @@ class Queries:
         status: str = "",
         job_id: int | None = None,
         text: str = "",
-        page: int = 1,
+        before: str = "",
         window: str = "24h",
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """One page of jobs, newest first, and whether there is a next page."""
-        offset = (max(page, 1) - 1) * PAGE_SIZE
-        params: dict[str, Any] = {"limit": PAGE_SIZE + 1, "offset": offset}
+    ) -> JobPage:
+        """One page of jobs, newest first, starting below the cursor `before` (keyset: the
+        last row's id, or finished time and id, of the page before; '' for the first page)."""
+        params: dict[str, Any] = {"limit": PAGE_SIZE + 1}
         where = ["TRUE"]
         if entrypoint:
             where.append("entrypoint = %(ep)s")
@@ -292,36 +262,70 @@ class Queries:
             params["id"] = job_id
         if status in FINISHED:
             if text:
-                return [], False  # finished jobs keep no payload in the outcome log
+                return JobPage([], None)  # finished jobs keep no payload in the outcome log
             where = [w.replace("id =", "job_id =") for w in where]
             where.append("outcome = %(status)s AND finished_at > now() - %(window)s::interval")
             params.update(status=status, window=FINISHED_WINDOWS.get(window, "24 hours"))
+            at, _, last = before.rpartition(",")
+            if at and last.isdigit():
+                where.append("(finished_at, job_id) < (%(at)s::timestamptz, %(last)s::bigint)")
+                params.update(at=at, last=int(last))
             rows = self._all(
                 "SELECT job_id AS id, entrypoint, outcome AS status, priority, attempt, deliveries,"
                 " enqueued_at, finished_at AS at, error AS last_error FROM pgq.outcomes"
                 f" WHERE {' AND '.join(where)}"
-                " ORDER BY finished_at DESC, job_id DESC LIMIT %(limit)s OFFSET %(offset)s",
+                " ORDER BY finished_at DESC, job_id DESC LIMIT %(limit)s",
                 params,
             )
-        else:
-            if status == "scheduled":
-                where.append("status = 'queued' AND run_at > now()")
-            elif status == "queued":
-                where.append("status = 'queued' AND run_at <= now()")
-            elif status in LIVE:
-                where.append("status = %(status)s")
-                params["status"] = status
-            if text:
-                where.append("strpos(payload::text, %(text)s) > 0")
-                params["text"] = text
+            more = len(rows) > PAGE_SIZE
+            rows = rows[:PAGE_SIZE]
+            cursor = f"{rows[-1]['at'].isoformat()},{rows[-1]['id']}" if more else None
+            return JobPage(rows, cursor)
+        if status == "scheduled":
+            where.append("status = 'queued' AND run_at > now()")
+        elif status == "queued":
+            where.append("status = 'queued' AND run_at <= now()")
+        elif status in LIVE:
+            where.append("status = %(status)s")
+            params["status"] = status
+        if before.isdigit():
+            where.append("id < %(before)s")
+            params["before"] = int(before)
+        columns = (
+            "id, entrypoint, CASE WHEN status = 'queued' AND run_at > now() THEN 'scheduled'"
+            " ELSE status END AS status, priority, attempt, deliveries, enqueued_at, run_at AS at, last_error"
+        )
+        if not text:
             rows = self._all(
-                "SELECT id, entrypoint, CASE WHEN status = 'queued' AND run_at > now() THEN 'scheduled'"
-                " ELSE status END AS status, priority, attempt, deliveries, enqueued_at, run_at AS at,"
-                f" last_error FROM pgq.jobs WHERE {' AND '.join(where)}"
-                " ORDER BY id DESC LIMIT %(limit)s OFFSET %(offset)s",
+                f"SELECT {columns} FROM pgq.jobs WHERE {' AND '.join(where)}"
+                " ORDER BY id DESC LIMIT %(limit)s",
                 params,
             )
-        return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+            more = len(rows) > PAGE_SIZE
+            return JobPage(rows[:PAGE_SIZE], str(rows[PAGE_SIZE - 1]["id"]) if more else None)
+        # A payload search reads at most SEARCH_SPAN jobs (newest first, an index scan of the
+        # primary key), then says where it stopped: the next page goes on below that.
+        params.update(text=text, span=SEARCH_SPAN)
+        with self.pool.connection() as conn:
+            span = conn.execute(
+                "SELECT min(s.id) AS low, count(*) AS n FROM (SELECT j.id FROM pgq.jobs AS j"
+                f" WHERE {' AND '.join(where)} ORDER BY j.id DESC LIMIT %(span)s) AS s",
+                params,
+            ).fetchone()
+            if not span["n"]:
+                return JobPage([], None)
+            params["low"] = span["low"]
+            rows = conn.execute(
+                f"SELECT {columns} FROM pgq.jobs WHERE {' AND '.join(where)} AND id >= %(low)s"
+                " AND strpos(payload::text, %(text)s) > 0 ORDER BY id DESC LIMIT %(limit)s",
+                params,
+            ).fetchall()
+        if len(rows) > PAGE_SIZE:
+            return JobPage(rows[:PAGE_SIZE], str(rows[PAGE_SIZE - 1]["id"]))
+        if span["n"] < SEARCH_SPAN:  # the span reached the oldest job: no more pages
+            return JobPage(rows, None)
+        # The page searched a whole span: the next page searches the span below it.
+        return JobPage(rows, str(span["low"]), searched=int(span["n"]))
 
     def job(self, job_id: int) -> dict[str, Any] | None:
         """A job's story: its live row, pgq.job's document (payload, headers and dependencies,
@@ -390,8 +394,10 @@ class Queries:
         except psycopg.Error:
             return []
 
-    def settings(self) -> list[dict[str, Any]]:
-        names = self.entrypoints()
+    def settings(self, search: str = "", after: str = "") -> list[dict[str, Any]]:
+        """The settings of a page of entrypoints (ENTRYPOINT_PAGE + 1 rows at most: one more
+        than a page says that there is a next one)."""
+        names = self.entrypoints(search, after, ENTRYPOINT_PAGE + 1)
         if not names:
             return []
         # SELECT * of protocol 2's form: its columns are fixed, and a later form's columns
@@ -401,11 +407,9 @@ class Queries:
     # --- actions (run as the DSN's role) -----------------------------------------------
 
     def retry(self, ids: list[int]) -> int:
-        self.forget_dead()
         return self._one("SELECT pgq.retry(%s::bigint[]) AS n", (ids,))["n"]
 
     def cancel(self, ids: list[int]) -> int:
-        self.forget_dead()
         return self._one("SELECT pgq.cancel(%s::bigint[]) AS n", (ids,))["n"]
 
     def dead_ids(self, entrypoint: str = "", limit: int = 1000) -> list[int]:
@@ -423,39 +427,41 @@ class Queries:
         self._one("SELECT pgq.resume(%s) AS ok", (entrypoint,))
 
 
-# Walks the distinct priorities of an entrypoint's queued jobs (a loose index scan of the
-# claim index, at most %(most)s of them); within a priority the index is ordered by run_at, so
-# the due and the scheduled jobs are two ranges, counted up to %(cap)s each, and the first
-# entry is the oldest.
-_QUEUED = """
-WITH RECURSIVE p AS (
-    (SELECT j.priority AS pr FROM pgq.jobs AS j WHERE j.status = 'queued' AND j.entrypoint = %(ep)s
-     ORDER BY -j.priority::bigint LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint > -p.pr::bigint
-            ORDER BY -j.priority::bigint LIMIT 1)
-    FROM p WHERE p.pr IS NOT NULL
-), per AS (
-    SELECT
-        (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
-              AND j.run_at <= now()
-            LIMIT %(cap)s) AS s) AS due,
-        (SELECT count(*) FROM (SELECT 1 FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
-              AND j.run_at > now()
-            LIMIT %(cap)s) AS s) AS later,
-        (SELECT j.run_at FROM pgq.jobs AS j
-            WHERE j.status = 'queued' AND j.entrypoint = %(ep)s AND -j.priority::bigint = -p.pr::bigint
-            ORDER BY -j.priority::bigint, j.run_at LIMIT 1) AS first_run_at
-    FROM p WHERE p.pr IS NOT NULL
-    LIMIT %(most)s
-)
-SELECT coalesce(sum(per.due), 0) AS due, coalesce(sum(per.later), 0) AS later, count(*) AS priorities,
-    now() - min(per.first_run_at) FILTER (WHERE per.first_run_at <= now()) AS age
-FROM per
-"""
+@dataclass
+class JobPage:
+    """A page of the jobs browser; `next`: the cursor of the next (older) page, or None."""
+
+    rows: list[dict[str, Any]]
+    next: str | None
+    # A payload search that read a whole span of jobs without filling the page: how many
+    # it read (the page says so; the next page searches further down).
+    searched: int = 0
+
+
+def _queue(name: str, row: dict[str, Any] | None, stats: dict[str, Any] | None, limit: int) -> Queue:
+    """A Queue of the overview from its pgq.queues row and pgq.stats row (either may be
+    missing). In an approximate row, a count above the exact limit is the estimate."""
+    q = Queue(name)
+    if row is not None:
+        approx = bool(row["approximate"])
+
+        def count(value: int) -> Count:
+            return Count(int(value), estimated=approx and value > limit, floor=limit)
+
+        q.queued, q.scheduled, q.dead = count(row["queued"]), count(row["scheduled"]), count(row["dead"])
+        q.waiting, q.running = int(row["waiting"]), int(row["running"])
+        q.oldest_queued_age, q.paused, q.approximate = row["oldest_queued_age"], bool(row["paused"]), approx
+    if stats is not None:
+        q.per_second = float(stats["per_second"] or 0)
+        q.succeeded, q.failed, q.dead_5m, q.canceled = (
+            stats["succeeded"],
+            stats["failed"],
+            stats["dead"],
+            stats["canceled"],
+        )
+        q.wait_p50, q.wait_p99 = stats["wait_p50"], stats["wait_p99"]
+        q.run_p50, q.run_p99 = stats["run_p50"], stats["run_p99"]
+    return q
 
 
 def _pretty(value: Any) -> str | None:
