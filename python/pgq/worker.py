@@ -42,6 +42,7 @@ from psycopg_pool import PoolTimeout
 
 from . import pools, tracing, worker_lease
 from ._deadline import Call, bounded
+from ._redelivery import log_redelivery
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result, printable
 from ._wire import JsonbLoader, Undecodable
 from .dsn import resolve_dsn, tcp_defaults
@@ -99,13 +100,13 @@ _GATHER = 0.002
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 T = TypeVar("T")
 # What the worker claims: the columns Job._claimed expects, in its order, by name, so a
-# column a later release adds is never read. Claim protocol 2 is the form whose rows carry
-# concurrency_key; the form without protocol keeps the rows of 0.1.0 for its workers.
+# column a later release adds is never read. pgq.claim_v3 is the form whose rows count
+# attempts from 1 and carry the delivery's reason; pgq.claim keeps the rows of 0.1.0 and
+# 0.2.0 for their workers.
 _CLAIM = (
     "SELECT "
     + ", ".join(f"c.{name}" for name in _CLAIM_FIELDS)
-    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int,"
-    + " protocol => 2) AS c"
+    + " FROM pgq.claim_v3(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
 )
 
 
@@ -660,7 +661,7 @@ class Worker:
     def _start(self, job: Job) -> Run:
         run = Run(job, self._handlers[job.entrypoint])
         if job.deliveries > 1:
-            log.info("job %d (%s): delivery %d", job.id, job.entrypoint, job.deliveries)
+            log_redelivery(log, job)
         self._unsettled[run.key] = job
         self._running[run.key] = run
         run.task = self._loop.create_task(self._execute(run))
@@ -1182,15 +1183,16 @@ class Worker:
             job.id,
             job.entrypoint,
             outcome,
-            job.attempt + 1,
+            job.attempt,
             job.deliveries,
             seconds,
             detail,
             extra={
                 "job_id": job.id,
                 "entrypoint": job.entrypoint,
-                "attempt": job.attempt + 1,
+                "attempt": job.attempt,
                 "deliveries": job.deliveries,
+                "reason": job.reason,
                 "duration": round(seconds, 6),
                 "outcome": outcome.split(" ", 1)[0],
             },

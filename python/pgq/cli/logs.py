@@ -17,7 +17,7 @@ import time
 # Fields the worker attaches to its per-job lines (Worker._outcome) and to its summaries
 # (Worker._summary_loop).
 FIELDS = (
-    *("job_id", "entrypoint", "attempt", "deliveries", "duration", "outcome"),
+    *("job_id", "entrypoint", "attempt", "deliveries", "reason", "duration", "outcome"),
     *("succeeded", "failed", "running", "seconds"),
 )
 
