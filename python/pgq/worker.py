@@ -64,6 +64,9 @@ _TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlT
 _SHUTDOWN_MARGIN = 2.0
 _FINAL_FLUSH = 0.75
 _UNREGISTER = 1.0
+# Signals this close to the first are the same request to stop (a supervisor that signals
+# the process and its group); a later one exits at once.
+_SIGNAL_WINDOW = 1.0
 # After SIGTERM, how long a claim in flight may still take before it is abandoned (the
 # unregistration, or the sweep after the lease, gives back whatever it took).
 _CLAIM_SETTLE = 0.5
@@ -213,7 +216,7 @@ class Worker:
         self._done: list[tuple[Job, Any, float]] = []  # finished: (job, result, seconds) to complete
         # Called with (job, outcome, seconds) for every settled job: metrics exporters.
         self.observers: list[Callable[[Job, str, float], None]] = []
-        self._signals = 0
+        self._signaled_at: float | None = None  # when the first SIGTERM/SIGINT came
 
     # --- registration -------------------------------------------------------------------
 
@@ -404,10 +407,20 @@ class Worker:
             self._loop.remove_signal_handler(sig)
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        self._signals += 1
-        if self._signals > 1:
+        now = time.monotonic()
+        if self._signaled_at is not None:
+            # `timeout -s TERM` and other supervisors signal the process and then its group:
+            # signals that close together are one request to stop, not an insistent one.
+            if now - self._signaled_at < _SIGNAL_WINDOW:
+                log.debug("%s again %.3f s after the first: one request", sig.name, now - self._signaled_at)
+                return
             log.warning("second %s: exiting now; unfinished jobs return after their lease", sig.name)
+            # os._exit skips logging's shutdown: write the warning first (bounded).
+            for handler in logging.getLogger().handlers:
+                with contextlib.suppress(Exception):
+                    handler.flush()
             os._exit(1)
+        self._signaled_at = now
         log.info("%s: stopping; running jobs have %.0f s to finish", sig.name, self.grace_period)
         self._begin_stop()
 
