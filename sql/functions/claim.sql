@@ -57,8 +57,8 @@ COMMENT ON FUNCTION pgq.claim(uuid, text[], integer, integer) IS
 'Claim up to batch_size due jobs for a registered worker, highest priority first, then oldest; protocol 2 rows (with concurrency_key; attempt counts failures, from 0).';
 
 -- The 0.1.0 form: the same claim, the row of 0.1.0 (its workers build their jobs from every
--- column, so it never gains one). One statement around the one implementation above
--- ($1, $2, $3: worker_id, entrypoints, batch_size).
+-- column, so it never gains one). One statement around the protocol 2 form above, which
+-- keeps its meaning of attempt ($1, $2, $3: worker_id, entrypoints, batch_size).
 CREATE OR REPLACE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
 RETURNS TABLE (
     id bigint,
