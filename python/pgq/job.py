@@ -47,9 +47,17 @@ class Job:
     """One delivery of a job.
 
     Delivery is at-least-once: a job whose worker crashed, lost its connection or missed its
-    lease is delivered again, so handlers must be idempotent. `deliveries` counts the times
-    the job was claimed (this one included) and `attempt` the failures so far, so a handler
-    can tell a re-delivery (`deliveries > 1`) from a first run.
+    lease is delivered again, so handlers must be idempotent. `attempt` is the number of
+    this run, from 1 (failures so far + 1: a snooze spends none; `max_attempts` runs at
+    most). `deliveries` counts the times the job was claimed, this one included (snoozes
+    and lost deliveries too). `reason` says why it is delivered now:
+
+    - ``"first"``: its first delivery;
+    - ``"retry"``: the last delivery failed (or timed out), or pgq.retry revived the job;
+    - ``"snooze"``: the last delivery snoozed (`Snooze`);
+    - ``"lost"``: the last delivery ended without an outcome: its worker crashed, lost its
+      connection or lease, or gave the job back at shutdown while it ran. That run may have
+      done some or all of its work: check before doing it again (`maybe_ran`).
     """
 
     id: int
@@ -66,6 +74,8 @@ class Job:
     worker_id: UUID = field(repr=False)
     # The key it counts against (pgq.enqueue's concurrency_key), or None.
     concurrency_key: str | None = None
+    # Why this delivery: first, retry, snooze or lost (see the class's docstring).
+    reason: str = "first"
     _cancel: _Flag = field(default_factory=_Flag, repr=False, compare=False)
 
     @classmethod
@@ -89,8 +99,17 @@ class Job:
 
     @property
     def redelivered(self) -> bool:
-        """True when the job was delivered before (a failed attempt, a crash, a release)."""
+        """True when the job was delivered before (a failed attempt, a snooze, a crash, a
+        release): `reason` says which."""
         return self.deliveries > 1
+
+    @property
+    def maybe_ran(self) -> bool:
+        """True when the last delivery may have run this handler without its outcome being
+        recorded (reason "lost": a crash, a lost lease, a release at shutdown): the work may
+        be done already, in part or whole. Retries and snoozes follow an outcome the
+        handler itself reported, so they are not."""
+        return self.reason == "lost"
 
 
 # The fields pgq.claim returns, in the order of the worker's claim statement.
@@ -107,4 +126,5 @@ _CLAIM_FIELDS = (
     "max_attempts",
     "timeout",
     "concurrency_key",
+    "reason",
 )

@@ -42,6 +42,7 @@ from psycopg_pool import PoolTimeout
 
 from . import pools, tracing, worker_lease
 from ._deadline import Call, bounded
+from ._redelivery import log_redelivery
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result, printable
 from ._wire import JsonbLoader, Undecodable
 from .dsn import resolve_dsn, tcp_defaults
@@ -63,6 +64,9 @@ _TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlT
 _SHUTDOWN_MARGIN = 2.0
 _FINAL_FLUSH = 0.75
 _UNREGISTER = 1.0
+# Signals this close to the first are the same request to stop (a supervisor that signals
+# the process and its group); a later one exits at once.
+_SIGNAL_WINDOW = 1.0
 # After SIGTERM, how long a claim in flight may still take before it is abandoned (the
 # unregistration, or the sweep after the lease, gives back whatever it took).
 _CLAIM_SETTLE = 0.5
@@ -103,13 +107,13 @@ _GATHER = 0.002
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 T = TypeVar("T")
 # What the worker claims: the columns Job._claimed expects, in its order, by name, so a
-# column a later release adds is never read. Claim protocol 2 is the form whose rows carry
-# concurrency_key; the form without protocol keeps the rows of 0.1.0 for its workers.
+# column a later release adds is never read. pgq.claim_v3 is the form whose rows count
+# attempts from 1 and carry the delivery's reason; pgq.claim keeps the rows of 0.1.0 and
+# 0.2.0 for their workers.
 _CLAIM = (
     "SELECT "
     + ", ".join(f"c.{name}" for name in _CLAIM_FIELDS)
-    + " FROM pgq.claim(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int,"
-    + " protocol => 2) AS c"
+    + " FROM pgq.claim_v3(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
 )
 
 
@@ -216,7 +220,7 @@ class Worker:
         self._done: list[tuple[Job, Any, float]] = []  # finished: (job, result, seconds) to complete
         # Called with (job, outcome, seconds) for every settled job: metrics exporters.
         self.observers: list[Callable[[Job, str, float], None]] = []
-        self._signals = 0
+        self._signaled_at: float | None = None  # when the first SIGTERM/SIGINT came
 
     # --- registration -------------------------------------------------------------------
 
@@ -407,10 +411,20 @@ class Worker:
             self._loop.remove_signal_handler(sig)
 
     def _on_signal(self, sig: signal.Signals) -> None:
-        self._signals += 1
-        if self._signals > 1:
+        now = time.monotonic()
+        if self._signaled_at is not None:
+            # `timeout -s TERM` and other supervisors signal the process and then its group:
+            # signals that close together are one request to stop, not an insistent one.
+            if now - self._signaled_at < _SIGNAL_WINDOW:
+                log.debug("%s again %.3f s after the first: one request", sig.name, now - self._signaled_at)
+                return
             log.warning("second %s: exiting now; unfinished jobs return after their lease", sig.name)
+            # os._exit skips logging's shutdown: write the warning first (bounded).
+            for handler in logging.getLogger().handlers:
+                with contextlib.suppress(Exception):
+                    handler.flush()
             os._exit(1)
+        self._signaled_at = now
         log.info("%s: stopping; running jobs have %.0f s to finish", sig.name, self.grace_period)
         self._begin_stop()
 
@@ -664,7 +678,7 @@ class Worker:
     def _start(self, job: Job) -> Run:
         run = Run(job, self._handlers[job.entrypoint])
         if job.deliveries > 1:
-            log.info("job %d (%s): delivery %d", job.id, job.entrypoint, job.deliveries)
+            log_redelivery(log, job)
         self._unsettled[run.key] = job
         self._running[run.key] = run
         run.task = self._loop.create_task(self._execute(run))
@@ -1193,15 +1207,16 @@ class Worker:
             job.id,
             job.entrypoint,
             outcome,
-            job.attempt + 1,
+            job.attempt,
             job.deliveries,
             seconds,
             detail,
             extra={
                 "job_id": job.id,
                 "entrypoint": job.entrypoint,
-                "attempt": job.attempt + 1,
+                "attempt": job.attempt,
                 "deliveries": job.deliveries,
+                "reason": job.reason,
                 "duration": round(seconds, 6),
                 "outcome": outcome.split(" ", 1)[0],
             },

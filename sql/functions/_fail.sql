@@ -81,7 +81,8 @@ BEGIN
         run_at = CASE WHEN v_status = 'queued' THEN now() + v_delay ELSE j.run_at END,
         worker_id = NULL,
         started_at = NULL,
-        last_error = v_error
+        last_error = v_error,
+        delivery_reason = 'retry'
     WHERE j.id = v_job.id;
     IF v_status = 'dead' THEN
         PERFORM pgq._cancel_dependents(ARRAY[v_job.id], format('dependency %s is dead', v_job.id));

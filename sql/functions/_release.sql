@@ -70,7 +70,7 @@ BEGIN
             job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
             worker_id, error, payload, headers, depends_on, concurrency_key, enqueued_by
         )
-        SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt, c.deliveries, c.enqueued_at,
+        SELECT c.id, c.entrypoint, 'canceled', c.priority, c.attempt + 1, c.deliveries, c.enqueued_at,
                c.started_at, v_now, c.worker_id, 'canceled while its worker was lost',
                c.payload, c.headers, c.depends_on, c.concurrency_key, c.enqueued_by
         FROM canceled AS c
@@ -96,6 +96,10 @@ BEGIN
         UPDATE pgq._jobs AS j
         SET status = CASE WHEN h.poisoned THEN 'dead' ELSE 'queued' END,
             lost = j.lost + CASE WHEN _release.lost THEN 1 ELSE 0 END,
+            -- The poison pill's last delivery is a failed attempt (logged below): counted, as
+            -- pgq._fail counts one, so that a dead job's attempt is always its last run's.
+            attempt = j.attempt + CASE WHEN h.poisoned THEN 1 ELSE 0 END,
+            delivery_reason = 'lost',
             last_error = CASE WHEN h.poisoned
                 THEN format('lost its worker %s times (max_deliveries %s): it may crash its worker',
                             j.lost + 1, h.cap)

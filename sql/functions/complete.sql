@@ -98,7 +98,7 @@ BEGIN
             finished_at, worker_id, result, payload, headers, depends_on, dedupe_key, concurrency_key,
             enqueued_by
         )
-        SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt, d.deliveries, d.enqueued_at,
+        SELECT d.id, d.entrypoint, 'succeeded', d.priority, d.attempt + 1, d.deliveries, d.enqueued_at,
                d.started_at, v_now, complete.worker_id,
                r.result, d.payload, d.headers, d.depends_on, d.dedupe_key, d.concurrency_key, d.enqueued_by
         FROM done AS d

@@ -1,8 +1,9 @@
 -- pgq.job(job_id): one job's whole story, live or finished (while its outcome is kept), as
 -- one jsonb document:
 --   id, entrypoint, status (as pgq.job_status), finished (true for succeeded, canceled and
---   dead), payload, headers, priority, run_at (live jobs), attempt, max_attempts (live
---   jobs), deliveries, dedupe_key (live and succeeded jobs), concurrency_key, snoozes (live
+--   dead), payload, headers, priority, run_at (live jobs), attempt (from 1: the run under
+--   way, the next run of a queued job, the last run of a finished one; 0 for a job
+--   canceled before it ran), max_attempts (live jobs), deliveries, dedupe_key (live and succeeded jobs), concurrency_key, snoozes (live
 --   jobs), worker_id (running jobs, or the worker of the last run), cancel_requested,
 --   enqueued_at, started_at, finished_at, result (of a succeeded job), error (the last
 --   error, or why it was canceled),
@@ -63,7 +64,8 @@ BEGIN
             'headers', v_job.headers,
             'priority', v_job.priority,
             'run_at', v_job.run_at,
-            'attempt', v_job.attempt,
+            -- From 1: the run under way or the next one; a dead job's, its last (failed) one.
+            'attempt', v_job.attempt + CASE WHEN v_job.status = 'dead' THEN 0 ELSE 1 END,
             'max_attempts', (
                 SELECT coalesce(v_job.max_attempts, q.max_attempts, (pgq._defaults()).max_attempts)
                 FROM (SELECT 1) AS one

@@ -33,7 +33,7 @@ BEGIN
         -- the unique index decides, and the loser stays dead.
         BEGIN
             UPDATE pgq._jobs AS j
-            SET status = 'queued', attempt = 0, lost = 0, snoozes = 0, run_at = now()
+            SET status = 'queued', attempt = 0, lost = 0, snoozes = 0, run_at = now(), delivery_reason = 'retry'
             WHERE j.id = v_job.id AND j.status = 'dead';
             IF FOUND THEN
                 v_count := v_count + 1;

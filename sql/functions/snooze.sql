@@ -69,13 +69,14 @@ BEGIN
         job_id, entrypoint, outcome, priority, attempt, deliveries, enqueued_at, started_at, finished_at,
         worker_id, error, concurrency_key
     )
-    VALUES (v_job.id, v_job.entrypoint, 'snoozed', v_job.priority, v_job.attempt, v_job.deliveries,
+    VALUES (v_job.id, v_job.entrypoint, 'snoozed', v_job.priority, v_job.attempt + 1, v_job.deliveries,
             v_job.enqueued_at, v_job.started_at, v_now, v_job.worker_id, format('snoozed for %s', delay),
             v_job.concurrency_key);
     UPDATE pgq._jobs AS j
     SET status = 'queued',
         run_at = now() + snooze.delay,
         snoozes = j.snoozes + 1,
+        delivery_reason = 'snooze',
         worker_id = NULL,
         started_at = NULL
     WHERE j.id = v_job.id;

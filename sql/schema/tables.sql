@@ -81,6 +81,10 @@ CREATE TABLE pgq._jobs (
     -- theirs under way while an upgrade commits runs against these tables
     -- (migrations/0013_claim_protocols.sql). Dropped once 0.1.0 is two releases back.
     has_dependents boolean NOT NULL DEFAULT TRUE,
+    -- Why it is queued again (the reason of its next delivery, pgq.claim_v3): 'retry' (a
+    -- failure, pgq.retry), 'snooze', 'lost' (a delivery given back unsettled); NULL before its
+    -- first delivery, and for jobs re-queued before the upgrade that added it.
+    delivery_reason text,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (

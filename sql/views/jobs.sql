@@ -8,7 +8,9 @@ SELECT
     j.status,
     j.priority,
     j.run_at,
-    j.attempt,
+    -- From 1: the run under way, the next run of a queued or waiting job, the last (failed)
+    -- run of a dead one. The table counts failures.
+    j.attempt + CASE WHEN j.status = 'dead' THEN 0 ELSE 1 END AS attempt,
     j.deliveries,
     coalesce(j.max_attempts, q.max_attempts, d.max_attempts) AS max_attempts,
     j.enqueued_at,

@@ -1,5 +1,8 @@
 -- pgq.outcomes: the append-only outcome log. outcome: succeeded, canceled, dead (a dead job
 -- that was discarded) are terminal, one per job; failed is one row per failed attempt.
+-- attempt: the run the row is about, from 1 (a canceled or discarded job that was not
+-- running: the runs it had made, 0 for none). Rows written before 0.3.0 counted the
+-- attempt of a succeeded or snoozed row from 0.
 CREATE OR REPLACE VIEW pgq.outcomes AS
 SELECT
     o.job_id,

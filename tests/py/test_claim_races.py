@@ -89,7 +89,7 @@ def test_an_entrypoint_that_gained_a_limit_during_the_claim_gives_it_nothing(
 ) -> None:
     before, during = CHANGES[change]
     with psycopg.connect(db, autocommit=True) as admin:
-        hook(admin, "pgq.claim(uuid, text[], integer, integer)", "-- Three statements")
+        hook(admin, "pgq.claim_v3(uuid, text[], integer)", "-- Three statements")
         admin.execute(before)
         if others == ["other"]:
             admin.execute("SELECT pgq.configure('other', concurrency => 5)")
@@ -108,7 +108,7 @@ def test_the_first_keyed_jobs_during_a_claim_are_not_claimed_past_key_concurrenc
     """The producer's transaction began before the claim (its jobs are due to it) and
     commits the entrypoint's first keyed jobs while the claim waits between its steps."""
     with psycopg.connect(db, autocommit=True) as admin, psycopg.connect(db) as producer:
-        hook(admin, "pgq.claim(uuid, text[], integer, integer)", "-- Three statements")
+        hook(admin, "pgq.claim_v3(uuid, text[], integer)", "-- Three statements")
         admin.execute("SELECT pgq.configure('keys', key_concurrency => 1)")
         admin.execute("SELECT pgq.configure('other', concurrency => 5)")
         worker = register(admin, "w", ["keys", "other"])

@@ -91,7 +91,7 @@ def test_enqueue_passes_every_named_argument(client: Client) -> None:
     assert job.dedupe_key == "welcome:1"
     assert job.headers == {"trace_id": "abc"}
     assert job.max_attempts == 3
-    assert (job.status, job.attempt, job.deliveries) == ("queued", 0, 0)
+    assert (job.status, job.attempt, job.deliveries) == ("queued", 1, 0)
 
 
 def test_enqueue_defaults_and_scalar_payloads(client: Client) -> None:
@@ -352,7 +352,7 @@ def test_retry_requeues_dead_jobs(client: Client, conn: psycopg.Connection) -> N
     assert (job.id, job.attempt, job.last_error) == (job_id, 1, "boom")
     assert client.retry([job_id, 10**12]) == 1
     [job] = client.jobs(entrypoint="dying")
-    assert (job.status, job.attempt) == ("queued", 0)
+    assert (job.status, job.attempt) == ("queued", 1)
     assert client.retry(job_id) == 0  # not dead any more
 
 

@@ -1470,7 +1470,7 @@ def test_fail_property(
                 " FROM pgq.jobs WHERE id = %s",
                 (text, job),
             ).fetchone()
-            assert row == ("queued", 1, error[:65536], True)
+            assert row == ("queued", 2, error[:65536], True)  # its next run is attempt 2
         else:
             assert res.value is None
     conn.execute("SELECT pgq.complete(%s, ARRAY[%s]::bigint[])", (alive, job))

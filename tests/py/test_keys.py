@@ -148,12 +148,12 @@ def test_worker_sees_the_key_and_snoozes(dsn: str, conn: psycopg.Connection) -> 
     finally:
         worker.stop()
         t.join(30)
-    assert seen == [("tenant:7", 0, 1), ("tenant:7", 0, 2)]
+    assert seen == [("tenant:7", 1, 1), ("tenant:7", 1, 2)]
     outcomes = conn.execute(
         "SELECT outcome, attempt, concurrency_key FROM pgq.outcomes WHERE job_id = %s ORDER BY finished_at",
         (job_id,),
     ).fetchall()
-    assert outcomes == [("snoozed", 0, "tenant:7"), ("succeeded", 0, "tenant:7")]
+    assert outcomes == [("snoozed", 1, "tenant:7"), ("succeeded", 1, "tenant:7")]
     assert conn.execute("SELECT pgq.job(%s) ->> 'concurrency_key'", (job_id,)).fetchone()[0] == "tenant:7"
 
 

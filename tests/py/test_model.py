@@ -319,11 +319,13 @@ class QueueModel(RuleBasedStateMachine):
                 cap = self.queues[job.entrypoint].get("max_deliveries")
                 if job.cancel_requested:
                     job.state = "canceled"
-                    job.outcomes.append(("canceled", job.attempt, job.deliveries, job.holder))
+                    job.outcomes.append(("canceled", job.attempt + 1, job.deliveries, job.holder))
                 elif lost and cap > 0 and job.lost + 1 >= cap:
+                    # The poison pill's last run is a failed attempt, counted.
                     job.state = "dead"
-                    job.outcomes.append(("failed", job.attempt, job.deliveries, job.holder))
+                    job.outcomes.append(("failed", job.attempt + 1, job.deliveries, job.holder))
                     job.lost += 1
+                    job.attempt += 1
                 else:
                     job.state = "queued"
                     job.lost += lost
@@ -703,7 +705,7 @@ class QueueModel(RuleBasedStateMachine):
         assert sorted(r[0] for r in rows) == sorted(job.id for job in current), "complete by delivery"
         for job in current:
             job.state = "succeeded"
-            job.outcomes.append(("succeeded", job.attempt, job.deliveries, holder))
+            job.outcomes.append(("succeeded", job.attempt + 1, job.deliveries, holder))
             job.holder = job.started_at = None
 
     @precondition(lambda self: self.in_state("running"))
@@ -746,7 +748,7 @@ class QueueModel(RuleBasedStateMachine):
         if job.cancel_requested or job.snoozes >= MAX_SNOOZES:
             expected = self.m_fail(job, now, None)
         else:
-            job.outcomes.append(("snoozed", job.attempt, job.deliveries, job.holder))
+            job.outcomes.append(("snoozed", job.attempt + 1, job.deliveries, job.holder))
             job.state, job.run_at, job.holder, job.started_at = "queued", now + delay * SEC, None, None
             job.snoozes += 1
             expected = "snoozed"
@@ -774,7 +776,7 @@ class QueueModel(RuleBasedStateMachine):
         for job_id in mine:
             job = self.jobs[job_id]
             job.state = "succeeded"
-            job.outcomes.append(("succeeded", job.attempt, job.deliveries, holder))
+            job.outcomes.append(("succeeded", job.attempt + 1, job.deliveries, holder))
             job.holder = job.started_at = None
 
     def not_held_by(self, worker: Worker, elsewhere: bool) -> list[int]:
@@ -1025,7 +1027,8 @@ class QueueModel(RuleBasedStateMachine):
                 j.priority,
                 j.run_at,
                 j.enqueued_at,
-                j.attempt,
+                # pgq.jobs counts from 1: the run under way or next, a dead job's last one.
+                j.attempt + (0 if j.state == "dead" else 1),
                 j.deliveries,
                 self.effective_max_attempts(j),
                 j.holder,

@@ -241,6 +241,17 @@ def test_workers_of_a_release_drain_through_the_upgrade(
     ran = Counter(job for job, *_ in runs)
     assert sorted(ran) == sorted(jobs) and set(ran.values()) == {1}, "every job ran exactly once"
     assert {deliveries for _, deliveries, *_ in runs} == {1}, "no job was delivered twice"
+    # Each release's workers get the attempt they were written for: a first run is attempt 0
+    # for 0.1.0 and 0.2.0 (pgq.claim and its protocol => 2), attempt 1 from 0.3.0 on.
+    first_run = "a0" if version_key(version) < (0, 3) else "a1"
+    attempts = {
+        (w.label, event)
+        for w in [*old, new]
+        for path in [ledger / f"{w.proc.pid}.log"]
+        if path.exists()
+        for _, _, _, event, _ in (ln.split() for ln in path.read_text().splitlines())
+    }
+    assert attempts == {*((w.label, first_run) for w in old if w.runs()), (new.label, "a1")}, attempts
     with psycopg.connect(db, autocommit=True) as c:
         outcomes = Counter(
             r[0]
@@ -422,29 +433,31 @@ def test_every_call_of_a_release_returns_what_it_returned(make_db, fixture: Path
 
 # --- columns a later release adds ------------------------------------------------------------
 
-# pgq.claim's protocol form and the views as a later release might return them: a column
-# added first and one added last. The copy of the real claim keeps its body.
+# The worker's claim (pgq.claim_v3) and the views as a later release might return them: a
+# column added first and one added last. The copy of the real claim keeps its body.
 LATER_VIEWS = ("jobs", "outcomes", "queues", "schedules", "workers")
 
 
 def add_columns_everywhere(c: psycopg.Connection) -> None:
     source = c.execute(
-        "SELECT pg_get_functiondef('pgq.claim(uuid, text[], integer, integer)'::regprocedure)"
+        "SELECT pg_get_functiondef('pgq.claim_v3(uuid, text[], integer)'::regprocedure)"
     ).fetchone()[0]
     c.execute(
-        source.replace("FUNCTION pgq.claim(", "FUNCTION pgq.claim_now(").replace("claim.", "claim_now.")
+        source.replace("FUNCTION pgq.claim_v3(", "FUNCTION pgq.claim_v3_now(").replace(
+            "claim_v3.", "claim_v3_now."
+        )
     )
-    c.execute("DROP FUNCTION pgq.claim(uuid, text[], integer, integer) CASCADE")
+    c.execute("DROP FUNCTION pgq.claim_v3(uuid, text[], integer) CASCADE")
     c.execute(
         """
-        CREATE FUNCTION pgq.claim(worker_id uuid, entrypoints text[], batch_size integer, protocol integer)
+        CREATE FUNCTION pgq.claim_v3(worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1)
         RETURNS TABLE (
             first_new text, id bigint, entrypoint text, payload jsonb, headers jsonb, priority integer,
             attempt integer, deliveries integer, enqueued_at timestamptz, run_at timestamptz,
-            max_attempts integer, timeout interval, concurrency_key text, last_new jsonb
+            max_attempts integer, timeout interval, concurrency_key text, reason text, last_new jsonb
         )
         LANGUAGE sql VOLATILE
-        AS $$ SELECT 'new', c.*, '{"new": true}'::jsonb FROM pgq.claim_now($1, $2, $3, $4) AS c $$
+        AS $$ SELECT 'new', c.*, '{"new": true}'::jsonb FROM pgq.claim_v3_now($1, $2, $3) AS c $$
         """
     )
     for view in LATER_VIEWS:

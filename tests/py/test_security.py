@@ -47,6 +47,7 @@ FUNCTIONS: dict[str, set[str]] = {
     "register_worker": {WORKER, ADMIN},
     "unregister_worker": {WORKER, ADMIN},
     "claim": {WORKER, ADMIN},
+    "claim_v3": {WORKER, ADMIN},
     "heartbeat": {WORKER, ADMIN},
     "complete": {WORKER, ADMIN},
     "fail": {WORKER, ADMIN},
@@ -594,7 +595,7 @@ def test_search_path_attack_reaches_no_lookalike(dsn: str, attacker: tuple[str, 
         assert one("SELECT pgq.fail(%s, %s, 'boom', '0')", (worker, batch[0])) == "queued"
         assert check.execute(
             "SELECT attempt, last_error FROM pgq.jobs WHERE id = %s", (batch[0],)
-        ).fetchone() == (1, "boom")
+        ).fetchone() == (2, "boom")  # failed once: its next run is attempt 2
 
         dead = one("SELECT pgq.enqueue('hx_dead', max_attempts => 1)")
         w2 = one("SELECT pgq.register_worker('w2', ARRAY['hx_dead'])")

@@ -99,7 +99,7 @@ def test_a_failing_handler_raises_with_its_exception_as_cause(pgq_dsn: str, pgq_
     assert raised.value.result.failed == 1
     # The real pgq.fail ran: the job waits for its retry, with the error recorded.
     [row] = pgq_client.jobs("charge")
-    assert (row.status, row.attempt) == ("queued", 1)
+    assert (row.status, row.attempt) == ("queued", 2)  # its next run is attempt 2
     assert "card declined" in (row.last_error or "")
 
 
@@ -128,7 +128,7 @@ def test_run_future_runs_every_attempt_until_the_job_succeeds_or_is_dead(
     @worker.entrypoint("third_time")
     def third_time(job: pgq.Job) -> None:
         attempts.append(job.attempt)
-        if job.attempt < 2:
+        if job.attempt < 3:
             raise RuntimeError("not yet")
 
     @worker.entrypoint("never")
@@ -138,7 +138,7 @@ def test_run_future_runs_every_attempt_until_the_job_succeeds_or_is_dead(
     pgq_client.enqueue("third_time")
     dead_id = pgq_client.enqueue("never", max_attempts=3)
     result = drain(worker, run_future=True, raise_errors=False)
-    assert attempts == [0, 1, 2]
+    assert attempts == [1, 2, 3]
     assert result.counts == {"failed": 5, "succeeded": 1}
     assert result.dead == [dead_id]
     assert pgq_client.job_status(dead_id) == "dead"
@@ -228,7 +228,7 @@ def test_the_timeout_stops_a_handler_that_does_not_return(pgq_dsn: str, pgq_clie
         drain(worker, timeout=0.5)
     # Unregistering gave the job back, unharmed: no attempt spent.
     [row] = pgq_client.jobs("stuck")
-    assert (row.id, row.status, row.attempt) == (job_id, "queued", 0)
+    assert (row.id, row.status, row.attempt) == (job_id, "queued", 1)
 
 
 def test_drain_async_in_a_running_loop_and_drain_refuses_one(pgq_dsn: str, pgq_client: pgq.Client) -> None:

@@ -77,7 +77,7 @@ def test_a_job_runs_in_a_consumer_span_linked_to_its_producer(
     assert span.name == "traced process" and span.kind is SpanKind.CONSUMER
     assert [link.context.span_id for link in span.links] == [producer.get_span_context().span_id]
     assert span.attributes["messaging.destination.name"] == "traced"
-    assert (span.attributes["pgq.job.attempt"], span.attributes["pgq.job.deliveries"]) == (0, 1)
+    assert (span.attributes["pgq.job.attempt"], span.attributes["pgq.job.deliveries"]) == (1, 1)
     assert seen[job_id].span_id == span.context.span_id, "the handler runs inside the span"
 
     failed = spans[failing]

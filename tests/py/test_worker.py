@@ -211,7 +211,7 @@ def test_a_trickle_of_jobs_costs_one_claim_per_job(dsn: str, ledger: Path, spawn
         return scalar(
             dsn,
             "SELECT coalesce(sum(calls), 0)::int FROM pg_stat_user_functions"
-            " WHERE schemaname = 'pgq' AND funcname = 'claim'",
+            " WHERE schemaname = 'pgq' AND funcname = 'claim_v3'",
         )
 
     wait_until(lambda: claims() >= jobs, 10, "the worker's backends to report")

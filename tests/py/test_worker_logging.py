@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,31 @@ def test_handler_close_gives_up_on_a_stderr_nobody_reads() -> None:
         assert b"log lines dropped" in read()
     finally:
         close()
+
+
+def test_json_lines_carry_rfc3339_times_with_milliseconds_and_the_offset() -> None:
+    """`--log-format json`: a time a log collector can order and place without guessing,
+    e.g. 2026-12-04T16:50:01.123+00:00, in the process's time zone (fractional offsets too)."""
+    code = (
+        "import json, logging, os, time\n"
+        "from pgq.cli.logs import JsonFormatter\n"
+        "for tz in ('UTC', 'Asia/Kathmandu', 'America/St_Johns'):\n"
+        "    os.environ['TZ'] = tz\n"
+        "    time.tzset()\n"
+        "    f = JsonFormatter()\n"
+        "    for created in (time.time(), 1796402401.0071, 1796402401.9996):\n"
+        "        r = logging.LogRecord('pgq.worker', logging.INFO, 'x', 0, 'hello', None, None)\n"
+        "        r.created, r.msecs = created, int((created - int(created)) * 1000)\n"
+        "        print(tz, created, json.loads(f.format(r))['time'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    offsets = set()
+    for line in out.splitlines():
+        tz, created, stamp = line.split()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d", stamp), line
+        parsed = datetime.fromisoformat(stamp)
+        # The instant, to the millisecond (truncated, as logging's msecs).
+        assert float(created) * 1000 - 2 <= parsed.timestamp() * 1000 <= float(created) * 1000 + 1, line
+        offsets.add((tz, stamp[-6:]))
+        print(line)
+    assert offsets == {("UTC", "+00:00"), ("Asia/Kathmandu", "+05:45"), ("America/St_Johns", "-03:30")}

@@ -16,6 +16,7 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -278,3 +279,49 @@ def test_a_claim_blocked_in_the_database_does_not_hold_up_the_heartbeat(dsn: str
     finally:
         if worker.proc.poll() is None:
             worker.kill()
+
+
+def test_two_sigterms_back_to_back_are_one_and_a_later_one_still_exits_at_once(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    """`timeout -s TERM` (and other supervisors) signal the process and then its group: the
+    worker gets two SIGTERMs a millisecond apart. Those are one request to stop, with the
+    grace period; a second SIGTERM that comes later (someone insists) still exits at once."""
+    # Back to back, while a job that needs less than the grace period runs: it finishes.
+    [job] = enqueue(dsn, '{"sleep": 1.5}')
+    worker = spawn(dsn, APP_GRACE="30", APP_POLL="0.2")
+    wait_until(lambda: starts(ledger) == [(job, 1)], 30, "the job to start")
+    started = time.monotonic()
+    # Two signals, not one: the second is sent once the kernel delivered the first (a
+    # standard signal still pending absorbs another of its kind).
+    os.kill(worker.pid, signal.SIGTERM)
+    wait_until(lambda: not _sigterm_pending(worker.pid), 10, "the first SIGTERM delivered", interval=0.0005)
+    os.kill(worker.pid, signal.SIGTERM)
+    gap = time.monotonic() - started
+    code = worker.proc.wait(timeout=60)
+    print(f"\ntwo SIGTERMs {gap * 1000:.1f} ms apart: exit {code} after {time.monotonic() - started:.2f} s")
+    assert code == 0, worker.log()
+    assert "second SIGTERM" not in worker.log()
+    assert ends(ledger) == [job] and outcome_count(dsn, entrypoint="slow_first") == 1
+
+    # Two seconds apart, while a job that would take a minute runs: the second one ends it.
+    [long] = enqueue(dsn, '{"sleep": 60}')
+    worker = spawn(dsn, APP_GRACE="30", APP_POLL="0.2")
+    wait_until(lambda: (long, 1) in starts(ledger), 30, "the long job to start")
+    os.kill(worker.pid, signal.SIGTERM)
+    wait_until(lambda: "SIGTERM: stopping" in worker.log(), 30, "the first SIGTERM to be logged")
+    time.sleep(2)
+    started = time.monotonic()
+    os.kill(worker.pid, signal.SIGTERM)
+    code = worker.proc.wait(timeout=60)
+    print(f"a second SIGTERM 2 s later: exit {code} after {time.monotonic() - started:.2f} s")
+    assert code == 1 and "second SIGTERM" in worker.log(), worker.log()
+    assert long not in ends(ledger)
+    scalar(dsn, "SELECT pgq.cancel(ARRAY[%s]::bigint[])", (long,))
+
+
+def _sigterm_pending(pid: int) -> bool:
+    """Whether a SIGTERM sent to the process is still pending (not yet delivered)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    pending = int(re.search(r"^ShdPnd:\s*([0-9a-f]+)$", status, re.M)[1], 16)
+    return bool(pending & (1 << (signal.SIGTERM - 1)))

@@ -3,7 +3,7 @@ any release: it uses only what 0.1.0's Worker and Job have.
 
 Each process writes, in LEDGER_DIR, <pid>.release (the pgq it imported: version and file,
 so the test knows which code ran) and <pid>.log (one line per run: "job_id deliveries
-entrypoint run time").
+entrypoint a<attempt> time").
 """
 
 from __future__ import annotations
@@ -31,4 +31,6 @@ async def roll(job: pgq.Job) -> None:
     while "gate" in payload and not os.path.exists(payload["gate"]):
         await asyncio.sleep(0.05)
     await asyncio.sleep(float(payload.get("sleep", 0.02)))
-    _ledger.write(f"{job.id} {job.deliveries} {job.entrypoint} run {time.time():.6f}\n")
+    # The attempt as this release's Job counts it (0.1.0 and 0.2.0: failures so far, from 0;
+    # 0.3.0 on: the run, from 1).
+    _ledger.write(f"{job.id} {job.deliveries} {job.entrypoint} a{job.attempt} {time.time():.6f}\n")

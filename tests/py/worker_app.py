@@ -68,8 +68,8 @@ def slow_sync(job: pgq.Job) -> None:
 @worker.entrypoint("flaky")
 def flaky(job: pgq.Job) -> None:
     record(job)
-    if job.attempt < int((job.payload or {}).get("fail_times", 1)):
-        raise RuntimeError(f"flaky failure on attempt {job.attempt + 1}")
+    if job.attempt <= int((job.payload or {}).get("fail_times", 1)):
+        raise RuntimeError(f"flaky failure on attempt {job.attempt}")
 
 
 @worker.entrypoint("tx", transactional=True)
@@ -201,3 +201,21 @@ async def fail_after(job: pgq.Job) -> None:
     record(job, "start")
     await asyncio.sleep(float(job.payload.get("sleep", 1.0)))
     raise RuntimeError("failed after sleeping")
+
+
+# --- attempts and delivery reasons (test_attempts.py) ----------------------------------------
+
+
+@worker.entrypoint("attempts")
+async def attempts(job: pgq.Job) -> None:
+    """Records its attempt and the reason of its delivery ("a<attempt>:<reason>"), then does
+    what the payload says: fail while attempt <= fail_times, snooze on the first delivery,
+    hang on the first delivery (for a test that kills the worker)."""
+    payload = job.payload or {}
+    record(job, f"a{job.attempt}:{getattr(job, 'reason', '-')}")
+    if payload.get("hang") and job.deliveries == 1:
+        await asyncio.sleep(3600)
+    if payload.get("snooze") and job.deliveries == 1:
+        raise pgq.Snooze(0)
+    if job.attempt <= int(payload.get("fail_times", 0)):
+        raise RuntimeError(f"planned failure on attempt {job.attempt}")

@@ -42,7 +42,7 @@ SELECT results_eq(
         FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('a')
     $$,
     $$
-        SELECT 'succeeded', 'done', 9, 0, 1, now(), now(), TRUE, pg_temp.wid('w1'), NULL::text, NULL::jsonb
+        SELECT 'succeeded', 'done', 9, 1, 1, now(), now(), TRUE, pg_temp.wid('w1'), NULL::text, NULL::jsonb
     $$,
     'a succeeded outcome is logged with the job''s times, counters and worker'
 );

@@ -3,14 +3,15 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(273);
+SELECT plan(281);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
 SELECT functions_are(
     'pgq',
     ARRAY[
-        'cancel', 'claim', 'complete', 'configure', 'confirm_cancel', 'enqueue', 'enqueue_batch', 'enqueue_job',
+        'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'enqueue', 'enqueue_batch',
+        'enqueue_job',
         'enqueue_trigger',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
         'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
@@ -38,6 +39,11 @@ SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.claim(uuid, text[], integer, integer)')),
     'worker_id uuid, entrypoints text[], batch_size integer, protocol integer',
     'pgq.claim, protocol form: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.claim_v3(uuid, text[], integer)')),
+    'worker_id uuid, entrypoints text[], batch_size integer DEFAULT 1',
+    'pgq.claim_v3 arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.complete(uuid, bigint[], jsonb[], integer[])')),
@@ -211,6 +217,9 @@ SELECT function_returns(
     'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'setof record',
     'pgq.claim (protocol form) returns setof record'
 );
+SELECT function_returns(
+    'pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim_v3 returns setof record'
+);
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
 SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
@@ -295,6 +304,21 @@ SELECT is(
         FROM pg_catalog.pg_proc AS p
         CROSS JOIN
             LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a (name, type, mode, n)
+        WHERE p.oid = pg_catalog.to_regprocedure('pgq.claim_v3(uuid, text[], integer)') AND a.mode = 't'
+    ),
+    ARRAY[
+        'id bigint', 'entrypoint text', 'payload jsonb', 'headers jsonb', 'priority integer', 'attempt integer',
+        'deliveries integer', 'enqueued_at timestamp with time zone', 'run_at timestamp with time zone',
+        'max_attempts integer', 'timeout interval', 'concurrency_key text', 'reason text'
+    ],
+    'pgq.claim_v3 returns exactly the columns of 0.3.0'
+);
+SELECT is(
+    (
+        SELECT array_agg(a.name || ' ' || a.type::regtype::text ORDER BY a.n)
+        FROM pg_catalog.pg_proc AS p
+        CROSS JOIN
+            LATERAL unnest(p.proargnames, p.proallargtypes, p.proargmodes) WITH ORDINALITY AS a (name, type, mode, n)
         WHERE p.oid = pg_catalog.to_regprocedure('pgq.settings(text[])') AND a.mode = 't'
     ),
     ARRAY[
@@ -325,6 +349,7 @@ SELECT is_definer('pgq', 'claim', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim
 SELECT is_definer(
     'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'pgq.claim (protocol form) is SECURITY DEFINER'
 );
+SELECT is_definer('pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim_v3 is SECURITY DEFINER');
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
@@ -457,6 +482,22 @@ SELECT function_privs_are(
 SELECT function_privs_are(
     'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'public', ARRAY[]::name[],
     'public cannot execute pgq.claim (protocol form)'
+);
+SELECT function_privs_are(
+    'pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq_producer', ARRAY[]::name[],
+    'pgq_producer cannot execute pgq.claim_v3'
+);
+SELECT function_privs_are(
+    'pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq_worker', ARRAY['EXECUTE'],
+    'pgq_worker can execute pgq.claim_v3'
+);
+SELECT function_privs_are(
+    'pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq_admin', ARRAY['EXECUTE'],
+    'pgq_admin can execute pgq.claim_v3'
+);
+SELECT function_privs_are(
+    'pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'public', ARRAY[]::name[],
+    'public cannot execute pgq.claim_v3'
 );
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');

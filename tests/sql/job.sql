@@ -54,7 +54,7 @@ SELECT is(
     jsonb_build_object(
         'id', pg_temp.jid('parent'), 'entrypoint', 'js', 'status', 'succeeded', 'finished', TRUE,
         'payload', '{"n": 1}'::jsonb, 'headers', '{"trace": "t1"}'::jsonb, 'priority', 5, 'run_at', NULL,
-        'attempt', 1, 'max_attempts', NULL, 'deliveries', 2, 'dedupe_key', NULL, 'concurrency_key', NULL,
+        'attempt', 2, 'max_attempts', NULL, 'deliveries', 2, 'dedupe_key', NULL, 'concurrency_key', NULL,
         'cancel_requested', FALSE, 'result', '{"ok": true}'::jsonb, 'error', NULL
     ),
     'a succeeded job: its payload, headers and result from the outcome log'

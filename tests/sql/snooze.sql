@@ -26,7 +26,7 @@ SELECT results_eq(
 );
 SELECT results_eq(
     $$SELECT o.outcome, o.attempt, o.deliveries, o.error FROM pgq._outcomes AS o WHERE o.job_id = $$ || :j,
-    $$VALUES ('snoozed', 0, 1, 'snoozed for 00:01:00')$$,
+    $$VALUES ('snoozed', 1, 1, 'snoozed for 00:01:00')$$,
     'the outcome log records the snooze'
 );
 SELECT is(pgq.snooze(:'w', :j, interval '1 minute'), NULL, 'a snoozed job is no longer held');

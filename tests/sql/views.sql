@@ -133,7 +133,7 @@ SELECT results_eq(
         SELECT o.outcome, o.entrypoint, o.priority, o.attempt, o.deliveries, o.worker_id, o.result
         FROM pgq.outcomes AS o WHERE o.job_id = pg_temp.jid('done')
     $$,
-    $$SELECT 'succeeded', 'vq', 7, 0, 1, pg_temp.wid('alive'), '{"r": 1}'::jsonb$$,
+    $$SELECT 'succeeded', 'vq', 7, 1, 1, pg_temp.wid('alive'), '{"r": 1}'::jsonb$$,
     'outcomes: the succeeded row with its result'
 );
 SELECT results_eq(

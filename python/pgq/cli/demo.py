@@ -47,7 +47,7 @@ async def process_order(job: Job) -> None:
     await asyncio.sleep(random.uniform(0.001, 0.004))  # a call to a payment service
     if order["id"] % 97 == 0:
         raise PaymentDeclined(f"order {order['id']}: card declined")
-    if order["id"] % 10 == 0 and job.attempt == 0:
+    if order["id"] % 10 == 0 and job.attempt == 1:
         raise ConnectionError(f"order {order['id']}: payment service timed out")
 
 

@@ -17,7 +17,7 @@ import time
 # Fields the worker attaches to its per-job lines (Worker._outcome) and to its summaries
 # (Worker._summary_loop).
 FIELDS = (
-    *("job_id", "entrypoint", "attempt", "deliveries", "duration", "outcome"),
+    *("job_id", "entrypoint", "attempt", "deliveries", "reason", "duration", "outcome"),
     *("succeeded", "failed", "running", "seconds"),
 )
 
@@ -45,13 +45,31 @@ class TextFormatter(_Formatter):
 
 class JsonFormatter(_Formatter):
     """One JSON object per line: time, level, logger, message, and the job's or the
-    summary's fields."""
+    summary's fields. The time is RFC 3339 with milliseconds and the local offset
+    (2026-12-04T16:50:01.123+00:00): a log collector orders and places it without guessing
+    the worker's time zone."""
 
     _encode = json.JSONEncoder(default=str).encode
+    _rfc_second = -1
+    _rfc_stamp = ""
+    _rfc_offset = ""
+
+    def _rfc3339(self, record: logging.LogRecord) -> str:
+        # Once per second, as _Formatter: the offset may change only with the second.
+        second = int(record.created)
+        if second != self._rfc_second:
+            local = self.converter(second)
+            offset = local.tm_gmtoff or 0
+            sign = "-" if offset < 0 else "+"
+            hours, minutes = divmod(abs(offset) // 60, 60)
+            self._rfc_second = second
+            self._rfc_stamp = time.strftime("%Y-%m-%dT%H:%M:%S", local)
+            self._rfc_offset = f"{sign}{hours:02d}:{minutes:02d}"
+        return f"{self._rfc_stamp}.{int(record.msecs):03d}{self._rfc_offset}"
 
     def format(self, record: logging.LogRecord) -> str:
         doc = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "time": self._rfc3339(record),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

@@ -297,6 +297,6 @@ def _failures(result: DrainResult) -> str:
         else:
             what = (run.error or "").strip().splitlines()[-1:] or ["?"]
             what = what[0]
-        lines.append(f"  job {job.id} ({job.entrypoint}) attempt {job.attempt + 1}: {what}")
+        lines.append(f"  job {job.id} ({job.entrypoint}) attempt {job.attempt}: {what}")
     lines.append("pass raise_errors=False to drain to expect failures")
     return "\n".join(lines)
