@@ -56,6 +56,8 @@ TO pgq_producer, pgq_admin;
 
 -- Everyone may follow a job: its story, and a notification when it finishes.
 GRANT EXECUTE ON FUNCTION pgq.job(bigint), pgq.watch(bigint) TO pgq_producer, pgq_worker, pgq_admin;
+-- And why it is not running (pgq.explain).
+GRANT EXECUTE ON FUNCTION pgq.explain(bigint) TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Workers claim and settle jobs.
 GRANT EXECUTE ON FUNCTION

@@ -31,7 +31,7 @@ from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, Reason, ScheduleRow, StatsRow, WorkerRow
 
 __all__ = ["AsyncClient"]
 
@@ -241,6 +241,10 @@ class AsyncClient:
     async def job(self, job_id: int, *, conn: Conn = None) -> dict[str, Any] | None:
         story: dict[str, Any] | None = await self._run(q.job(job_id), conn)
         return story
+
+    async def explain(self, job_id: int, *, conn: Conn = None) -> list[Reason]:
+        reasons: list[Reason] = await self._run(q.explain(job_id), conn)
+        return reasons
 
     async def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         return q.to_result(job_id, await self.job(job_id, conn=conn))

@@ -31,7 +31,7 @@ from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, Reason, ScheduleRow, StatsRow, WorkerRow
 
 __all__ = [
     "LIVE_STATUSES",
@@ -304,6 +304,12 @@ class Client:
         depends_on and dependents. None for an unknown (or pruned) id."""
         story: dict[str, Any] | None = self._run(q.job(job_id), conn)
         return story
+
+    def explain(self, job_id: int, *, conn: Conn = None) -> list[Reason]:
+        """Why the job is not running now (pgq.explain): one Reason per cause, none for a
+        due job that nothing holds back. Raises UnknownJob for an unknown (or pruned) id."""
+        reasons: list[Reason] = self._run(q.explain(job_id), conn)
+        return reasons
 
     def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         """How the job ended (status succeeded, canceled or dead; result; error), or None

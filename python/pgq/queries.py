@@ -27,6 +27,7 @@ from .rows import (
     JobRow,
     OutcomeRow,
     QueueRow,
+    Reason,
     ScheduleRow,
     StatsRow,
     SweepRow,
@@ -374,6 +375,15 @@ def job_status(job_id: int) -> Call:
 
 def job(job_id: int) -> Call:
     return Call("SELECT pgq.job(job_id => %s::bigint)", (job_id,))
+
+
+def explain(job_id: int) -> Call:
+    return Call(
+        "SELECT e.reason, e.detail, e.until, e.job_ids FROM pgq.explain(job_id => %s::bigint) AS e",
+        (job_id,),
+        shape="rows",
+        row_class=Reason,
+    )
 
 
 def watch(job_id: int) -> Call:

@@ -18,6 +18,7 @@ __all__ = [
     "JobRow",
     "OutcomeRow",
     "QueueRow",
+    "Reason",
     "ScheduleRow",
     "StatsRow",
     "WorkerRow",
@@ -189,3 +190,16 @@ class JobResult:
     status: str
     result: Any
     error: str | None
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a job is not running now (pgq.explain): reason, a code (finished, dead,
+    held, waiting, scheduled, paused, concurrency, key_concurrency, rate, no_worker,
+    behind); detail, a sentence; until, when it ends if known; job_ids, the jobs it names
+    (the dependencies a job waits for)."""
+
+    reason: str
+    detail: str
+    until: datetime | None
+    job_ids: list[int] | None

@@ -11,7 +11,7 @@ SELECT functions_are(
     'pgq',
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
-        'enqueue_trigger',
+        'enqueue_trigger', 'explain',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
         'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
         'unschedule', 'version', 'watch'

@@ -15,6 +15,7 @@ from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..queries import OUTCOMES
 from .dashboard import dashboard_command
+from .explain import explain_command
 from .job import job_command, wait_command
 from .lifecycle import COMMANDS as LIFECYCLE
 from .output import (
@@ -367,6 +368,7 @@ for command in (
     schedules,
     worker_command,
     job_command,
+    explain_command,
     wait_command,
 ):
     main.add_command(command)
