@@ -21,12 +21,14 @@ from .errors import (
     WrongIsolation,
 )
 from .job import Job, JobCancelled, Snooze
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, Reason, ScheduleRow, StatsRow, WorkerRow
+from .steps import DeliveryLost
 from .worker import Worker
 
 __all__ = [
     "AsyncClient",
     "Client",
+    "DeliveryLost",
     "Enqueued",
     "InvalidArgument",
     "InvalidCron",
@@ -38,6 +40,7 @@ __all__ = [
     "PayloadTooLarge",
     "PgqError",
     "QueueRow",
+    "Reason",
     "ScheduleRow",
     "SchemaError",
     "Snooze",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,6 +87,16 @@ class Job:
         are cancelled for them (asyncio.CancelledError).
         """
         return self._cancel.is_set()
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """A durable step (docs/steps.md): the first time step `name` of this job completes,
+        fn(*args)'s result (JSON) is stored; on any later delivery fn is not called and the
+        stored result is returned. A step that raises stores nothing. In a sync handler this
+        returns the result; in an async one, `await job.step(...)` (fn may be sync or async).
+        Raises pgq.DeliveryLost when this delivery no longer holds the job."""
+        from . import steps  # only handlers that take steps load it
+
+        return steps.step(self, name, fn, args)
 
     @property
     def redelivered(self) -> bool:

@@ -194,6 +194,20 @@ CREATE INDEX _outcomes_finished_idx ON pgq._outcomes USING brin (finished_at);
 CREATE INDEX _outcomes_dedupe_idx ON pgq._outcomes (entrypoint, dedupe_key, finished_at)
 WHERE dedupe_key IS NOT NULL;
 
+-- Durable steps (pgq.record_step, pgq.step_result): the result of each step of a job that
+-- completed, kept with the job's id while the job is live and after it finished, until its
+-- outcome is pruned (pgq.prune). Jobs without steps have no rows here and pay nothing: the
+-- claim, completion and failure paths never read this table.
+CREATE TABLE pgq._steps (
+    job_id bigint NOT NULL,
+    name text NOT NULL,
+    result jsonb,
+    -- The delivery that ran it, and when it was recorded.
+    delivery integer NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT _steps_pkey PRIMARY KEY (job_id, name)
+);
+
 -- Periodic jobs. next_run is kept up to date so that a sweep finds due schedules with an
 -- index lookup.
 CREATE TABLE pgq._schedules (

@@ -12,8 +12,9 @@ SELECT functions_are(
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
         'enqueue_trigger', 'explain',
-        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
-        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
+        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'record_step', 'register_worker', 'release',
+        'resume',
+        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep', 'unregister_worker',
         'unschedule', 'version', 'watch'
     ]::name[]
     || (
