@@ -1,0 +1,71 @@
+"""Durable steps (Job.step, pgq.step_result, pgq.record_step) in real worker processes: a
+worker SIGKILLed between two steps; on re-delivery the first step's side effect happened
+exactly once and the second ran once, for sync, async and transactional handlers; the
+stale delivery's record_step changes nothing. (Bad input, fencing and pgq.job's view:
+tests/sql/steps.sql.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+
+from workers import execute, ledger_lines, scalar, wait_until
+
+ENTRYPOINTS = ("steps_sync", "steps_async", "steps_tx")
+
+
+def events(ledger: Path, event: str) -> list[tuple[int, int]]:
+    return [(job, delivery) for job, delivery, _, ev, _ in ledger_lines(ledger) if ev == event]
+
+
+def test_a_worker_killed_between_two_steps_resumes_without_repeating_the_first(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    execute(dsn, "DROP TABLE IF EXISTS step_effects")
+    execute(dsn, "CREATE TABLE step_effects (job_id bigint, step text, delivery integer)")
+    for ep in ENTRYPOINTS:
+        scalar(dsn, "SELECT pgq.configure(%s, lease => '1 second')", (ep,))
+    jobs = {ep: scalar(dsn, "SELECT pgq.enqueue(%s)", (ep,)) for ep in ENTRYPOINTS}
+    first = spawn(APP_DSN=dsn)
+    wait_until(lambda: len(events(ledger, "between")) == 3, 60, "every handler to finish its first step")
+    stale = scalar(dsn, "SELECT id FROM pgq._workers WHERE state = 'alive'")
+    first.kill()  # SIGKILL: no release, no unregistration
+
+    def reaped() -> bool:
+        scalar(dsn, "SELECT pgq.reap()")
+        return scalar(dsn, "SELECT count(*) FROM pgq._jobs WHERE status = 'queued'") == 3
+
+    wait_until(reaped, 30, "the sweep to give the killed worker's jobs back")
+    # The stale delivery can neither record nor read a step.
+    for job in jobs.values():
+        assert scalar(dsn, "SELECT pgq.record_step(%s, %s, 1, 'late', '1')", (stale, job)) is None
+        assert scalar(dsn, "SELECT pgq.step_result(%s, %s, 1, 'charge')", (stale, job)) is None
+    assert scalar(dsn, "SELECT count(*) FROM pgq._steps WHERE name = 'late'") == 0
+
+    second = spawn(APP_DSN=dsn)
+    wait_until(
+        lambda: all(scalar(dsn, "SELECT pgq.job_status(%s)", (j,)) == "succeeded" for j in jobs.values()),
+        60,
+        "the re-delivered jobs to succeed",
+    )
+    assert second.terminate() == 0
+    effects = execute(dsn, "SELECT job_id, step, delivery FROM step_effects ORDER BY job_id, step, delivery")
+    for ep, job in jobs.items():
+        mine = [(step, delivery) for j, step, delivery in effects if j == job]
+        if ep == "steps_tx":
+            # The killed transaction took the first step's row and its record with it: the
+            # step ran again, and its effect exists once.
+            assert mine == [("charge", 2), ("ship", 2)], ep
+        else:
+            assert mine == [("charge", 1), ("ship", 2)], ep
+        story = scalar(dsn, "SELECT pgq.job(%s)", (job,))
+        assert [(s["name"], s["delivery"]) for s in story["steps"]] == mine, ep
+        charged = 2 if ep == "steps_tx" else 1
+        assert story["result"] == {
+            "charged": {"step": "charge", "delivery": charged},
+            "shipped": {"step": "ship", "delivery": 2},
+        }, ep
+    assert sorted(events(ledger, "between")) == sorted([(j, d) for j in jobs.values() for d in (1, 2)])
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DROP TABLE step_effects")
