@@ -165,3 +165,13 @@ def test_explain_says_why_a_job_is_not_running(dsn: str, client: pgq.Client) -> 
     assert f"job {child + 1000} is unknown" in missing.output
     with pytest.raises(pgq.UnknownJob):
         client.explain(child + 1000)
+
+
+def test_job_lists_its_durable_steps(dsn: str, client: pgq.Client) -> None:
+    job_id = client.enqueue("story_steps")
+    worker = claim(client, "story_steps")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pgq.record_step(%s, %s, 1, 'charge', '{\"id\": \"ch_1\"}')", (worker, job_id))
+    out = run(dsn, "job", str(job_id)).stdout.splitlines()
+    steps = out.index("steps (1):")
+    assert out[steps + 1].startswith('  charge: {"id": "ch_1"} (delivery 1, ')
