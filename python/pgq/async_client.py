@@ -13,9 +13,10 @@ arguments, errors and `conn=` (a psycopg AsyncConnection, to join your transacti
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
@@ -249,21 +250,37 @@ class AsyncClient:
     async def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         return q.to_result(job_id, await self.job(job_id, conn=conn))
 
-    async def wait(self, job_id: int, *, timeout: float | None = None) -> JobResult:
+    async def wait(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> JobResult:
         q.check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, prepare_threshold=None)
             async with conn:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
+                if on_progress is not None:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.PROGRESS_CHANNEL)))
                 status = await _run_on(conn, q.watch(job_id), savepoint=False)
+                if on_progress is not None and status is not None:
+                    report = q.stored_progress(await _run_on(conn, q.job(job_id), savepoint=False))
+                    if report is not None:
+                        await _maybe_await(on_progress(report))
                 while status is not None and status not in FINISHED_STATUSES:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise TimeoutError(f"job {job_id} unfinished after {timeout} s (status {status})")
                     wait_for = RECHECK_SECONDS if remaining is None else min(remaining, RECHECK_SECONDS)
                     async for notify in conn.notifies(timeout=wait_for):
-                        if notify.payload == str(job_id):
+                        if notify.channel == q.PROGRESS_CHANNEL:
+                            report = q.progress_of(job_id, notify.payload)
+                            if report is not None and on_progress is not None:
+                                await _maybe_await(on_progress(report))
+                        elif notify.payload == str(job_id):
                             break
                     status = await _run_on(conn, q.job_status(job_id), savepoint=False)
                 if status is None:
@@ -446,3 +463,9 @@ async def _run_on(
             progress.sent = True
         await cur.execute(call.query, call.params, prepare=prepare)
         return q.shape_rows(call, await cur.fetchall())
+
+
+async def _maybe_await(value: Any) -> None:
+    """on_progress may be a plain function or a coroutine function."""
+    if inspect.isawaitable(value):
+        await value

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
@@ -316,24 +316,42 @@ class Client:
         while it is unfinished. Raises UnknownJob for an unknown (or pruned) id."""
         return q.to_result(job_id, self.job(job_id, conn=conn))
 
-    def wait(self, job_id: int, *, timeout: float | None = None) -> JobResult:
+    def wait(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> JobResult:
         """Block until the job is finished (succeeded, canceled or dead); return its
         JobResult. Listens for the job's end on a connection of its own (pgq.watch), so
         it costs no polling. Raises TimeoutError after `timeout` seconds (None: no limit),
-        UnknownJob for an unknown (or pruned) id."""
+        UnknownJob for an unknown (or pruned) id. on_progress is called with each progress
+        report of the job ({"value", "note", "delivery"}; pgq.progress), the last stored
+        one first."""
         q.check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None) as conn:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
+                if on_progress is not None:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.PROGRESS_CHANNEL)))
                 status = _run_on(conn, q.watch(job_id), savepoint=False)
+                if on_progress is not None and status is not None:
+                    report = q.stored_progress(_run_on(conn, q.job(job_id), savepoint=False))
+                    if report is not None:
+                        on_progress(report)
                 while status is not None and status not in FINISHED_STATUSES:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise TimeoutError(f"job {job_id} unfinished after {timeout} s (status {status})")
                     wait_for = RECHECK_SECONDS if remaining is None else min(remaining, RECHECK_SECONDS)
                     for notify in conn.notifies(timeout=wait_for):
-                        if notify.payload == str(job_id):
+                        if notify.channel == q.PROGRESS_CHANNEL:
+                            report = q.progress_of(job_id, notify.payload)
+                            if report is not None and on_progress is not None:
+                                on_progress(report)
+                        elif notify.payload == str(job_id):
                             break
                     status = _run_on(conn, q.job_status(job_id), savepoint=False)
                 if status is None:

@@ -98,6 +98,15 @@ class Job:
 
         return steps.step(self, name, fn, args)
 
+    def progress(self, value: float, note: str | None = None) -> Any:
+        """Report how far the job has come (pgq.progress): a fraction 0-1 or a count of items
+        done, and an optional note. Stored on the job (pgq.job's `progress`) and notified
+        (Client.wait's on_progress). Sync handlers call it; async ones await it. Raises
+        pgq.DeliveryLost when this delivery no longer holds the job."""
+        from . import steps
+
+        return steps.progress(self, value, note)
+
     @property
     def redelivered(self) -> bool:
         """True when the job was delivered before (a failed attempt, a crash, a release)."""

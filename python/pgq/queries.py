@@ -43,6 +43,8 @@ LIVE_STATUSES = ("queued", "waiting", "running", "dead")
 FINISHED_STATUSES = ("succeeded", "canceled", "dead")
 # The channel pgq.watch'ed jobs notify when they finish (payload: the id).
 FINISHED_CHANNEL = "pgq_finished"
+# The channel pgq.progress notifies (payload: {"id", "value", "note", "delivery"} as JSON).
+PROGRESS_CHANNEL = "pgq_progress"
 
 
 @dataclass(frozen=True)
@@ -398,6 +400,28 @@ def to_result(job_id: int, story: dict[str, Any] | None) -> JobResult | None:
     if not story["finished"]:
         return None
     return JobResult(job_id, story["status"], story["result"], story["error"])
+
+
+def progress_of(job_id: int, payload: str) -> dict[str, Any] | None:
+    """A pgq_progress notification's report when it is about job_id (Client.wait's
+    on_progress gets {"value", "note", "delivery"}), else None."""
+    import json
+
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("id") != job_id:
+        return None
+    return {"value": doc.get("value"), "note": doc.get("note"), "delivery": doc.get("delivery")}
+
+
+def stored_progress(story: dict[str, Any] | None) -> dict[str, Any] | None:
+    """pgq.job's last progress report as on_progress gets it, or None."""
+    report = (story or {}).get("progress")
+    if not report:
+        return None
+    return {"value": report["value"], "note": report["note"], "delivery": report["delivery"]}
 
 
 def check_timeout(timeout: float | None) -> None:

@@ -1,4 +1,5 @@
-"""Durable steps: the handler's side of pgq.step_result and pgq.record_step (docs/steps.md).
+"""Durable steps: the handler's side of pgq.step_result and pgq.record_step (docs/steps.md);
+and progress reports (pgq.progress), which go through the same runner.
 
 The state and the rules live in SQL: a step's result is stored by the delivery that holds
 the job, and read back by any later delivery, fenced per delivery like pgq.complete. This
@@ -31,6 +32,11 @@ _RECORD = (
     " name => %s::text, result => %s::text::jsonb) AS r"
 )
 
+_PROGRESS = (
+    "SELECT pgq.progress(worker_id => %s::uuid, job_id => %s::bigint, delivery => %s::int,"
+    " value => %s::numeric, note => %s::text) AS r"
+)
+
 # The worker's statement runner (Worker._sql: one statement on a pooled connection, rows as
 # dicts).
 Sql = Callable[..., Awaitable[list[dict[str, Any]]]]
@@ -57,6 +63,11 @@ class StepRunner:
     async def record(self, job: Job, name: str, text: str) -> None:
         rows = await self._sql(_RECORD, (job.worker_id, job.id, job.deliveries, name, text))
         _record_answer(job, name, rows[0]["r"])
+
+    async def progress(self, job: Job, value: float, note: str | None) -> None:
+        rows = await self._sql(_PROGRESS, (job.worker_id, job.id, job.deliveries, value, note))
+        if rows[0]["r"] is None:
+            raise DeliveryLost(f"job {job.id}: delivery {job.deliveries} no longer holds the job (progress)")
 
     def read_sync(self, job: Job, name: str) -> Any:
         return asyncio.run_coroutine_threadsafe(self.read(job, name), self._loop).result()
@@ -154,3 +165,21 @@ async def _step_async(job: Job, name: str, fn: Callable[..., Any], args: tuple[A
     text, value = _encode(name, value)
     await runner.record(job, name, text)
     return value
+
+
+def progress(job: Job, value: float, note: str | None) -> Any:
+    """Job.progress: in a sync handler, reported when it returns; in an async one, an
+    awaitable. Always on the worker's pool, never in a transactional handler's transaction
+    (its report would be seen only at commit)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0 <= value <= 1e15 or value != value:
+        raise ValueError(f"job.progress: value must be a fraction 0-1 or a count >= 0, not {value!r}")
+    if note is not None and (not isinstance(note, str) or len(note) > 1000):
+        raise ValueError("job.progress: note must be a string of at most 1000 characters")
+    runner = _runner(job)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run_coroutine_threadsafe(runner.progress(job, value, note), runner._loop).result()
+        return None
+    return runner.progress(job, value, note)

@@ -3,7 +3,7 @@
 -- are dropped (cheap at any volume); rows of entrypoints with a shorter retention are
 -- deleted in batches of 10000 (at most 50 batches a call, so one call stays short; the
 -- next call continues). Also creates the coming days' partitions, and deletes the durable
--- steps (pgq._steps) of jobs whose outcome is gone.
+-- steps (pgq._steps) and progress (pgq._progress) of jobs whose outcome is gone.
 -- Creating and dropping a partition needs an exclusive lock on the log, which any open
 -- transaction that read the log holds off; completions would queue behind the waiting
 -- DDL, so it waits at most 100 ms and otherwise leaves that partition to the next call.
@@ -97,6 +97,19 @@ BEGIN
         DELETE FROM pgq._steps AS s WHERE (s.job_id, s.name) IN (
             SELECT e.job_id, e.name FROM pgq._steps AS e
             WHERE e.recorded_at < now() - v_shortest
+              AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.id = e.job_id)
+              AND NOT EXISTS (SELECT 1 FROM pgq._final_outcome(e.job_id) AS o)
+            LIMIT 10000
+        );
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        v_batches := v_batches + 1;
+        EXIT WHEN v_rows < 10000;
+    END LOOP;
+    -- Likewise their last progress (pgq._progress).
+    WHILE v_batches < 50 LOOP
+        DELETE FROM pgq._progress AS p WHERE p.job_id IN (
+            SELECT e.job_id FROM pgq._progress AS e
+            WHERE e.updated_at < now() - v_shortest
               AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.id = e.job_id)
               AND NOT EXISTS (SELECT 1 FROM pgq._final_outcome(e.job_id) AS o)
             LIMIT 10000

@@ -208,6 +208,17 @@ CREATE TABLE pgq._steps (
     CONSTRAINT _steps_pkey PRIMARY KEY (job_id, name)
 );
 
+-- Progress reported by a job's handler (pgq.progress): the last report per job, kept like
+-- its steps (pgq.prune removes it with the outcome). A table of its own: reports rewrite
+-- these rows, not the hot job table, and jobs that report nothing have none.
+CREATE TABLE pgq._progress (
+    job_id bigint PRIMARY KEY,
+    value numeric NOT NULL,
+    note text,
+    delivery integer NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- Periodic jobs. next_run is kept up to date so that a sweep finds due schedules with an
 -- index lookup.
 CREATE TABLE pgq._schedules (

@@ -69,3 +69,27 @@ def test_a_worker_killed_between_two_steps_resumes_without_repeating_the_first(
     assert sorted(events(ledger, "between")) == sorted([(j, d) for j in jobs.values() for d in (1, 2)])
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("DROP TABLE step_effects")
+
+
+def test_progress_reports_reach_the_job_and_its_waiters(dsn: str, spawn) -> None:
+    """job.progress from async and sync handlers: stored on the job (pgq.job, the last report
+    stands after it finished) and seen by Client.wait(on_progress=...) in order, ending with
+    the last. (Fencing and bad input: tests/sql/progress.sql.)"""
+    import pgq
+
+    with pgq.Client(dsn) as client:
+        jobs = {ep: client.enqueue(ep) for ep in ("progress_async", "progress_sync")}
+        worker = spawn()
+        for ep, job in jobs.items():
+            seen: list[dict] = []
+            outcome = client.wait(job, timeout=60, on_progress=seen.append)
+            assert outcome.status == "succeeded", ep
+            assert seen, ep
+            last = 1 if ep == "progress_async" else 3
+            assert seen[-1] == {"value": last, "note": "3 of 3", "delivery": 1}, ep
+            values = [r["value"] for r in seen]
+            assert values == sorted(values), ep
+            print(f"{ep}: {len(seen)} reports seen by wait")
+            stored = client.job(job)["progress"]
+            assert (stored["value"], stored["note"]) == (seen[-1]["value"], "3 of 3"), ep
+        assert worker.terminate() == 0

@@ -255,3 +255,18 @@ def steps_tx(job: pgq.Job, conn) -> object:
         time.sleep(120)  # killed here: the transaction, the step's row and its record roll back
     shipped = job.step("ship", _effect_in, conn, job.id, "ship", job.deliveries)
     return {"charged": charged, "shipped": shipped}
+
+
+# Progress (tests/py/test_steps.py): three reports, a pause after each.
+@worker.entrypoint("progress_async")
+async def progress_async(job: pgq.Job) -> None:
+    for i in (1, 2, 3):
+        await asyncio.sleep(0.3)
+        await job.progress(i / 3 if i < 3 else 1, f"{i} of 3")
+
+
+@worker.entrypoint("progress_sync")
+def progress_sync(job: pgq.Job) -> None:
+    for i in (1, 2, 3):
+        time.sleep(0.3)
+        job.progress(i, f"{i} of 3")

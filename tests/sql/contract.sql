@@ -12,7 +12,7 @@ SELECT functions_are(
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
         'enqueue_trigger', 'explain',
-        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'record_step', 'register_worker', 'release',
+        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step', 'register_worker', 'release',
         'resume',
         'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep', 'unregister_worker',
         'unschedule', 'version', 'watch'
