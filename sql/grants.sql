@@ -58,6 +58,8 @@ TO pgq_producer, pgq_admin;
 GRANT EXECUTE ON FUNCTION pgq.job(bigint), pgq.watch(bigint) TO pgq_producer, pgq_worker, pgq_admin;
 -- And why it is not running (pgq.explain).
 GRANT EXECUTE ON FUNCTION pgq.explain(bigint) TO pgq_producer, pgq_worker, pgq_admin;
+-- And the results of the jobs it depends on (pgq.dependency_results).
+GRANT EXECUTE ON FUNCTION pgq.dependency_results(bigint) TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Workers claim and settle jobs.
 GRANT EXECUTE ON FUNCTION

@@ -21,7 +21,18 @@ from .errors import (
     WrongIsolation,
 )
 from .job import Job, JobCancelled, Snooze
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, Reason, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    DependencyResult,
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Reason,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 from .steps import DeliveryLost
 from .worker import Worker
 
@@ -29,6 +40,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "DeliveryLost",
+    "DependencyResult",
     "Enqueued",
     "InvalidArgument",
     "InvalidCron",

@@ -32,7 +32,18 @@ from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, Reason, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    DependencyResult,
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Reason,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 
 __all__ = ["AsyncClient"]
 
@@ -246,6 +257,10 @@ class AsyncClient:
     async def explain(self, job_id: int, *, conn: Conn = None) -> list[Reason]:
         reasons: list[Reason] = await self._run(q.explain(job_id), conn)
         return reasons
+
+    async def dependency_results(self, job_id: int, *, conn: Conn = None) -> list[DependencyResult]:
+        rows: list[DependencyResult] = await self._run(q.dependency_results(job_id), conn)
+        return rows
 
     async def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         return q.to_result(job_id, await self.job(job_id, conn=conn))

@@ -31,7 +31,18 @@ from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, Reason, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    DependencyResult,
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Reason,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 
 __all__ = [
     "LIVE_STATUSES",
@@ -310,6 +321,12 @@ class Client:
         due job that nothing holds back. Raises UnknownJob for an unknown (or pruned) id."""
         reasons: list[Reason] = self._run(q.explain(job_id), conn)
         return reasons
+
+    def dependency_results(self, job_id: int, *, conn: Conn = None) -> list[DependencyResult]:
+        """The jobs this job depends on, in id order, each with its status and (once it
+        succeeded) its result (pgq.dependency_results). Raises UnknownJob for an unknown id."""
+        rows: list[DependencyResult] = self._run(q.dependency_results(job_id), conn)
+        return rows
 
     def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         """How the job ended (status succeeded, canceled or dead; result; error), or None

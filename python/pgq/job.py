@@ -107,6 +107,14 @@ class Job:
 
         return steps.progress(self, value, note)
 
+    def dependency_results(self) -> Any:
+        """The results of the jobs this one depends on (its depends_on, as pgq.enqueue kept
+        them: those it had to wait for), as {job id: result} (pgq.dependency_results). Sync
+        handlers call it; async ones await it."""
+        from . import steps
+
+        return steps.dependency_results(self)
+
     @property
     def redelivered(self) -> bool:
         """True when the job was delivered before (a failed attempt, a crash, a release)."""

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from . import tracing
 from .errors import InvalidArgument, SchemaError, UnknownJob, translate
 from .rows import (
+    DependencyResult,
     Enqueued,
     JobResult,
     JobRow,
@@ -385,6 +386,15 @@ def explain(job_id: int) -> Call:
         (job_id,),
         shape="rows",
         row_class=Reason,
+    )
+
+
+def dependency_results(job_id: int) -> Call:
+    return Call(
+        "SELECT d.id, d.status, d.result FROM pgq.dependency_results(job_id => %s::bigint) AS d",
+        (job_id,),
+        shape="rows",
+        row_class=DependencyResult,
     )
 
 

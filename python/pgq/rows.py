@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 __all__ = [
+    "DependencyResult",
     "Enqueued",
     "JobResult",
     "JobRow",
@@ -203,3 +204,13 @@ class Reason:
     detail: str
     until: datetime | None
     job_ids: list[int] | None
+
+
+@dataclass(frozen=True)
+class DependencyResult:
+    """One job a job depends on (pgq.dependency_results): its status (as pgq.job_status)
+    and, once it succeeded, its result."""
+
+    id: int
+    status: str | None
+    result: Any

@@ -37,6 +37,8 @@ _PROGRESS = (
     " value => %s::numeric, note => %s::text) AS r"
 )
 
+_DEPENDENCIES = "SELECT d.id, d.result::text AS result FROM pgq.dependency_results(job_id => %s::bigint) AS d"
+
 # The worker's statement runner (Worker._sql: one statement on a pooled connection, rows as
 # dicts).
 Sql = Callable[..., Awaitable[list[dict[str, Any]]]]
@@ -68,6 +70,10 @@ class StepRunner:
         rows = await self._sql(_PROGRESS, (job.worker_id, job.id, job.deliveries, value, note))
         if rows[0]["r"] is None:
             raise DeliveryLost(f"job {job.id}: delivery {job.deliveries} no longer holds the job (progress)")
+
+    async def dependency_results(self, job: Job) -> dict[int, Any]:
+        rows = await self._sql(_DEPENDENCIES, (job.id,))
+        return {r["id"]: None if r["result"] is None else json.loads(r["result"]) for r in rows}
 
     def read_sync(self, job: Job, name: str) -> Any:
         return asyncio.run_coroutine_threadsafe(self.read(job, name), self._loop).result()
@@ -183,3 +189,14 @@ def progress(job: Job, value: float, note: str | None) -> Any:
         asyncio.run_coroutine_threadsafe(runner.progress(job, value, note), runner._loop).result()
         return None
     return runner.progress(job, value, note)
+
+
+def dependency_results(job: Job) -> Any:
+    """Job.dependency_results: {id: result} of the jobs it depends on; awaitable in an
+    async handler."""
+    runner = _runner(job)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run_coroutine_threadsafe(runner.dependency_results(job), runner._loop).result()
+    return runner.dependency_results(job)

@@ -93,3 +93,20 @@ def test_progress_reports_reach_the_job_and_its_waiters(dsn: str, spawn) -> None
             stored = client.job(job)["progress"]
             assert (stored["value"], stored["note"]) == (seen[-1]["value"], "3 of 3"), ep
         assert worker.terminate() == 0
+
+
+def test_a_dependent_job_reads_its_dependencies_results(dsn: str, spawn) -> None:
+    """job.dependency_results() in sync and async handlers, and Client.dependency_results."""
+    import pgq
+
+    with pgq.Client(dsn) as client:
+        parts = [client.enqueue("fan_part", {"n": n}) for n in (1, 2, 3)]
+        merges = [client.enqueue(ep, depends_on=parts) for ep in ("fan_merge", "fan_merge_async")]
+        worker = spawn()
+        assert client.wait(merges[0], timeout=60).result == {"sum": 6}
+        assert client.wait(merges[1], timeout=60).result == {"ids": sorted(parts), "sum": 6}
+        assert worker.terminate() == 0
+        rows = client.dependency_results(merges[0])
+        assert [(r.id, r.status, r.result) for r in rows] == [
+            (p, "succeeded", {"n": n}) for p, n in zip(parts, (1, 2, 3), strict=True)
+        ]

@@ -270,3 +270,20 @@ def progress_sync(job: pgq.Job) -> None:
     for i in (1, 2, 3):
         time.sleep(0.3)
         job.progress(i, f"{i} of 3")
+
+
+# Fan-in through dependency results (tests/py/test_steps.py).
+@worker.entrypoint("fan_part")
+async def fan_part(job: pgq.Job) -> object:
+    return {"n": job.payload["n"]}
+
+
+@worker.entrypoint("fan_merge")
+def fan_merge(job: pgq.Job) -> object:
+    return {"sum": sum(r["n"] for r in job.dependency_results().values())}
+
+
+@worker.entrypoint("fan_merge_async")
+async def fan_merge_async(job: pgq.Job) -> object:
+    results = await job.dependency_results()
+    return {"ids": sorted(results), "sum": sum(r["n"] for r in results.values())}

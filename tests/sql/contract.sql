@@ -10,7 +10,7 @@ SELECT plan(262);
 SELECT functions_are(
     'pgq',
     ARRAY[
-        'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
+        'cancel', 'claim', 'complete', 'configure', 'dependency_results', 'enqueue', 'enqueue_batch', 'enqueue_job',
         'enqueue_trigger', 'explain',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step', 'register_worker', 'release',
         'resume',
