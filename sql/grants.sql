@@ -86,6 +86,7 @@ TO pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
+pgq.forget_steps(bigint[]),
 pgq.pause(text),
 pgq.resume(text),
 pgq.configure(

@@ -354,6 +354,9 @@ class AsyncClient:
     async def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.retry(job_ids), conn))
 
+    async def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
+        return int(await self._run(q.forget_steps(job_ids), conn))
+
     async def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
         await self._run(q.pause(entrypoint), conn)
 

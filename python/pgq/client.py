@@ -439,6 +439,11 @@ class Client:
         """Re-queue dead jobs now with attempts reset (pgq.retry); returns how many."""
         return int(self._run(q.retry(job_ids), conn))
 
+    def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
+        """Forget the durable steps of jobs that are not running (pgq.forget_steps), so that
+        their next run starts over; with retry() in one transaction, a retry from scratch."""
+        return int(self._run(q.forget_steps(job_ids), conn))
+
     def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
         """Stop claims of an entrypoint until resume(); enqueue still accepts jobs."""
         self._run(q.pause(entrypoint), conn)

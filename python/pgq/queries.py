@@ -487,6 +487,10 @@ def retry(job_ids: int | Iterable[int]) -> Call:
     return Call("SELECT pgq.retry(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
 
 
+def forget_steps(job_ids: int | Iterable[int]) -> Call:
+    return Call("SELECT pgq.forget_steps(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
+
+
 def pause(entrypoint: str) -> Call:
     return Call("SELECT pgq.pause(entrypoint => %s::text)", (entrypoint,), shape="none")
 

@@ -11,7 +11,7 @@ SELECT functions_are(
     'pgq',
     ARRAY[
         'cancel', 'claim', 'complete', 'configure', 'dependency_results', 'enqueue', 'enqueue_batch', 'enqueue_job',
-        'enqueue_trigger', 'explain',
+        'enqueue_trigger', 'explain', 'forget_steps',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step', 'register_worker', 'release',
         'resume',
         'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep', 'unregister_worker',
