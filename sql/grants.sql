@@ -49,7 +49,7 @@ GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
 pgq.enqueue_job(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
-pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text),
+pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text, jsonb, integer, bigint[]),
 pgq.enqueue_trigger(),
 pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;

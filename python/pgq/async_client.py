@@ -230,6 +230,9 @@ class AsyncClient:
         dedupe_scope: str | None = None,
         dedupe_window: Interval = None,
         dedupe_mode: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
         conn: Conn = None,
     ) -> list[int]:
         call = q.enqueue_batch(
@@ -242,6 +245,9 @@ class AsyncClient:
             dedupe_scope=dedupe_scope,
             dedupe_window=dedupe_window,
             dedupe_mode=dedupe_mode,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
         )
         ids: list[int] = await self._run(call, conn)
         return ids

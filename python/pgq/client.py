@@ -281,12 +281,16 @@ class Client:
         dedupe_scope: str | None = None,
         dedupe_window: Interval = None,
         dedupe_mode: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
         conn: Conn = None,
     ) -> list[int]:
         """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
         in the order of payloads. At most 100000 payloads. dedupe_keys: one per payload (None:
         no key), with dedupe_scope, dedupe_window, dedupe_mode as in enqueue_job(); a payload
         whose key finds a standing job gets that job's id (jobs go in one by one then).
+        headers, max_attempts, depends_on: as in enqueue(), for every job of the batch.
         Raises InvalidArgument, PayloadTooLarge."""
         call = q.enqueue_batch(
             entrypoint,
@@ -298,6 +302,9 @@ class Client:
             dedupe_scope=dedupe_scope,
             dedupe_window=dedupe_window,
             dedupe_mode=dedupe_mode,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
         )
         ids: list[int] = self._run(call, conn)
         return ids

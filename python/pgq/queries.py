@@ -332,6 +332,9 @@ def enqueue_batch(
     dedupe_scope: str | None = None,
     dedupe_window: IntervalArg = None,
     dedupe_mode: str | None = None,
+    headers: dict[str, Any] | None = None,
+    max_attempts: int | None = None,
+    depends_on: Iterable[int] | None = None,
 ) -> Call:
     run_at_sql, run_at_value = _run_at(run_at)
     options, checks = _dedupe_options(dedupe_scope, dedupe_window, dedupe_mode)
@@ -341,6 +344,10 @@ def enqueue_batch(
             "concurrency_keys": ("text[]", None if concurrency_keys is None else list(concurrency_keys)),
             "dedupe_keys": ("text[]", None if dedupe_keys is None else list(dedupe_keys)),
             **options,
+            # As enqueue() takes them, for every job of the batch.
+            "headers": ("jsonb", None if headers is None else _json(headers)),
+            "max_attempts": ("integer", max_attempts),
+            "depends_on": ("bigint[]", None if depends_on is None else _ids("depends_on", depends_on)),
         },
     )
     # The payloads travel as a few JSON arrays (binary jsonb[]), taken apart in the database:
