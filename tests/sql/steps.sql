@@ -3,7 +3,7 @@
 -- attempt and the job's end (pgq.job shows them); pgq.prune removes them with the outcome;
 -- bad input raises PQ errors that change nothing; privileges.
 BEGIN;
-SELECT plan(27);
+SELECT plan(31);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -63,6 +63,15 @@ SELECT is(
     'the new delivery reads the step the first recorded'
 );
 SELECT is(pgq.record_step(pg_temp.wid('w2'), pg_temp.jid('j'), 2, 'ship', '"parcel"'), TRUE, 'and records its own');
+
+-- The same worker fails it and claims it again (delivery 3): its delivery 2 is stale.
+SELECT is(pgq.fail(pg_temp.wid('w2'), pg_temp.jid('j'), 'boom', retry_in => interval '0'), 'queued', 'delivery 2 fails');
+SELECT is((SELECT c.deliveries FROM pgq.claim(pg_temp.wid('w2'), ARRAY['st']) AS c), 3, 'w2 claims delivery 3');
+SELECT is(
+    pgq.record_step(pg_temp.wid('w2'), pg_temp.jid('j'), 2, 'late', '1'), NULL,
+    'the same worker''s earlier delivery records nothing'
+);
+SELECT is(pgq.step_result(pg_temp.wid('w2'), pg_temp.jid('j'), 2, 'charge'), NULL, '... and reads nothing');
 
 -- The job ends: pgq.job shows its steps.
 SELECT is((SELECT count(*) FROM pgq.complete(pg_temp.wid('w2'), ARRAY[pg_temp.jid('j')])), 1::bigint, 'the job succeeds');
