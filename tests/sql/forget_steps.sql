@@ -1,8 +1,9 @@
 -- pgq.forget_steps: pgq.retry of a dead job keeps its steps (a retry resumes);
 -- forget_steps makes the next run start over; a running job's steps stay; PQ001 changes
--- nothing; only pgq_admin may call it.
+-- nothing; only pgq_admin may call it. pgq.prune removes steps and progress of jobs whose
+-- outcome is gone, never those of a live job.
 BEGIN;
-SELECT plan(8);
+SELECT plan(11);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -35,6 +36,22 @@ SELECT throws_ok(
     'pgq_worker cannot forget steps'
 );
 RESET ROLE;
+
+-- Pruning: a job long gone (no live row, no outcome) loses its steps and progress; a live
+-- job keeps them however old.
+INSERT INTO pgq._steps (job_id, name, result, delivery, recorded_at)
+VALUES (-7, 'gone', NULL, 1, now() - interval '30 days');
+INSERT INTO pgq._progress (job_id, value, delivery, updated_at) VALUES (-7, 1, 1, now() - interval '30 days');
+UPDATE pgq._steps AS s SET recorded_at = now() - interval '30 days' WHERE s.job_id = pg_temp.jid('running');
+SELECT ok(pgq.prune() >= 0, 'pgq.prune runs');
+SELECT is(
+    (SELECT count(*) FROM pgq._steps AS s WHERE s.job_id = -7) + (SELECT count(*) FROM pgq._progress AS p WHERE p.job_id = -7),
+    0::bigint, 'the gone job''s steps and progress are pruned'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq._steps AS s WHERE s.job_id = pg_temp.jid('running')), 1::bigint,
+    'the live job''s old step stays'
+);
 
 SELECT * FROM finish();
 ROLLBACK;
