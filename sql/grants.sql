@@ -49,13 +49,17 @@ GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
 pgq.enqueue_job(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
-pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text),
+pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text, jsonb, integer, bigint[]),
 pgq.enqueue_trigger(),
 pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;
 
 -- Everyone may follow a job: its story, and a notification when it finishes.
 GRANT EXECUTE ON FUNCTION pgq.job(bigint), pgq.watch(bigint) TO pgq_producer, pgq_worker, pgq_admin;
+-- And why it is not running (pgq.explain).
+GRANT EXECUTE ON FUNCTION pgq.explain(bigint) TO pgq_producer, pgq_worker, pgq_admin;
+-- And the results of the jobs it depends on (pgq.dependency_results).
+GRANT EXECUTE ON FUNCTION pgq.dependency_results(bigint) TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Workers claim and settle jobs.
 GRANT EXECUTE ON FUNCTION
@@ -70,6 +74,10 @@ pgq.release(uuid, bigint[]),
 pgq.fail(uuid, bigint, text, interval, integer),
 pgq.snooze(uuid, bigint, interval, integer),
 pgq.confirm_cancel(uuid, bigint, integer),
+
+pgq.step_result(uuid, bigint, integer, text),
+pgq.record_step(uuid, bigint, integer, text, jsonb),
+pgq.progress(uuid, bigint, integer, numeric, text),
 pgq.reap(),
 pgq.sweep(),
 pgq.settings(text[]),
@@ -81,6 +89,7 @@ TO pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
+pgq.forget_steps(bigint[]),
 pgq.pause(text),
 pgq.resume(text),
 pgq.configure(

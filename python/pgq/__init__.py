@@ -22,12 +22,26 @@ from .errors import (
     WrongIsolation,
 )
 from .job import Job, JobCancelled, Snooze
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    DependencyResult,
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Reason,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
+from .steps import DeliveryLost
 from .worker import Worker
 
 __all__ = [
     "AsyncClient",
     "Client",
+    "DeliveryLost",
+    "DependencyResult",
     "Enqueued",
     "InstallMismatch",
     "InvalidArgument",
@@ -40,6 +54,7 @@ __all__ = [
     "PayloadTooLarge",
     "PgqError",
     "QueueRow",
+    "Reason",
     "ScheduleRow",
     "SchemaError",
     "Snooze",

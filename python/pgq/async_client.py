@@ -13,9 +13,10 @@ arguments, errors and `conn=` (a psycopg AsyncConnection, to join your transacti
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
@@ -31,7 +32,18 @@ from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    DependencyResult,
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Reason,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 
 __all__ = ["AsyncClient"]
 
@@ -218,6 +230,9 @@ class AsyncClient:
         dedupe_scope: str | None = None,
         dedupe_window: Interval = None,
         dedupe_mode: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
         conn: Conn = None,
     ) -> list[int]:
         call = q.enqueue_batch(
@@ -230,6 +245,9 @@ class AsyncClient:
             dedupe_scope=dedupe_scope,
             dedupe_window=dedupe_window,
             dedupe_mode=dedupe_mode,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
         )
         ids: list[int] = await self._run(call, conn)
         return ids
@@ -242,24 +260,48 @@ class AsyncClient:
         story: dict[str, Any] | None = await self._run(q.job(job_id), conn)
         return story
 
+    async def explain(self, job_id: int, *, conn: Conn = None) -> list[Reason]:
+        reasons: list[Reason] = await self._run(q.explain(job_id), conn)
+        return reasons
+
+    async def dependency_results(self, job_id: int, *, conn: Conn = None) -> list[DependencyResult]:
+        rows: list[DependencyResult] = await self._run(q.dependency_results(job_id), conn)
+        return rows
+
     async def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         return q.to_result(job_id, await self.job(job_id, conn=conn))
 
-    async def wait(self, job_id: int, *, timeout: float | None = None) -> JobResult:
+    async def wait(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> JobResult:
         q.check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, prepare_threshold=None)
             async with conn:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
+                if on_progress is not None:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.PROGRESS_CHANNEL)))
                 status = await _run_on(conn, q.watch(job_id), savepoint=False)
+                if on_progress is not None and status is not None:
+                    report = q.stored_progress(await _run_on(conn, q.job(job_id), savepoint=False))
+                    if report is not None:
+                        await _maybe_await(on_progress(report))
                 while status is not None and status not in FINISHED_STATUSES:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise TimeoutError(f"job {job_id} unfinished after {timeout} s (status {status})")
                     wait_for = RECHECK_SECONDS if remaining is None else min(remaining, RECHECK_SECONDS)
                     async for notify in conn.notifies(timeout=wait_for):
-                        if notify.payload == str(job_id):
+                        if notify.channel == q.PROGRESS_CHANNEL:
+                            report = q.progress_of(job_id, notify.payload)
+                            if report is not None and on_progress is not None:
+                                await _maybe_await(on_progress(report))
+                        elif notify.payload == str(job_id):
                             break
                     status = await _run_on(conn, q.job_status(job_id), savepoint=False)
                 if status is None:
@@ -323,6 +365,9 @@ class AsyncClient:
 
     async def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.retry(job_ids), conn))
+
+    async def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
+        return int(await self._run(q.forget_steps(job_ids), conn))
 
     async def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
         await self._run(q.pause(entrypoint), conn)
@@ -448,3 +493,9 @@ async def _run_on(
             progress.sent = True
         await cur.execute(call.query, call.params, prepare=prepare)
         return q.shape_rows(call, await cur.fetchall())
+
+
+async def _maybe_await(value: Any) -> None:
+    """on_progress may be a plain function or a coroutine function."""
+    if inspect.isawaitable(value):
+        await value

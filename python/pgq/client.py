@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from types import TracebackType
@@ -31,7 +31,18 @@ from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    DependencyResult,
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Reason,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 
 __all__ = [
     "LIVE_STATUSES",
@@ -270,12 +281,16 @@ class Client:
         dedupe_scope: str | None = None,
         dedupe_window: Interval = None,
         dedupe_mode: str | None = None,
+        headers: dict[str, Any] | None = None,
+        max_attempts: int | None = None,
+        depends_on: Iterable[int] | None = None,
         conn: Conn = None,
     ) -> list[int]:
         """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
         in the order of payloads. At most 100000 payloads. dedupe_keys: one per payload (None:
         no key), with dedupe_scope, dedupe_window, dedupe_mode as in enqueue_job(); a payload
         whose key finds a standing job gets that job's id (jobs go in one by one then).
+        headers, max_attempts, depends_on: as in enqueue(), for every job of the batch.
         Raises InvalidArgument, PayloadTooLarge."""
         call = q.enqueue_batch(
             entrypoint,
@@ -287,6 +302,9 @@ class Client:
             dedupe_scope=dedupe_scope,
             dedupe_window=dedupe_window,
             dedupe_mode=dedupe_mode,
+            headers=headers,
+            max_attempts=max_attempts,
+            depends_on=depends_on,
         )
         ids: list[int] = self._run(call, conn)
         return ids
@@ -305,29 +323,59 @@ class Client:
         story: dict[str, Any] | None = self._run(q.job(job_id), conn)
         return story
 
+    def explain(self, job_id: int, *, conn: Conn = None) -> list[Reason]:
+        """Why the job is not running now (pgq.explain): one Reason per cause, none for a
+        due job that nothing holds back. Raises UnknownJob for an unknown (or pruned) id."""
+        reasons: list[Reason] = self._run(q.explain(job_id), conn)
+        return reasons
+
+    def dependency_results(self, job_id: int, *, conn: Conn = None) -> list[DependencyResult]:
+        """The jobs this job depends on, in id order, each with its status and (once it
+        succeeded) its result (pgq.dependency_results). Raises UnknownJob for an unknown id."""
+        rows: list[DependencyResult] = self._run(q.dependency_results(job_id), conn)
+        return rows
+
     def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
         """How the job ended (status succeeded, canceled or dead; result; error), or None
         while it is unfinished. Raises UnknownJob for an unknown (or pruned) id."""
         return q.to_result(job_id, self.job(job_id, conn=conn))
 
-    def wait(self, job_id: int, *, timeout: float | None = None) -> JobResult:
+    def wait(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> JobResult:
         """Block until the job is finished (succeeded, canceled or dead); return its
         JobResult. Listens for the job's end on a connection of its own (pgq.watch), so
         it costs no polling. Raises TimeoutError after `timeout` seconds (None: no limit),
-        UnknownJob for an unknown (or pruned) id."""
+        UnknownJob for an unknown (or pruned) id. on_progress is called with each progress
+        report of the job ({"value", "note", "delivery"}; pgq.progress), the last stored
+        one first."""
         q.check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None) as conn:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
+                if on_progress is not None:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.PROGRESS_CHANNEL)))
                 status = _run_on(conn, q.watch(job_id), savepoint=False)
+                if on_progress is not None and status is not None:
+                    report = q.stored_progress(_run_on(conn, q.job(job_id), savepoint=False))
+                    if report is not None:
+                        on_progress(report)
                 while status is not None and status not in FINISHED_STATUSES:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         raise TimeoutError(f"job {job_id} unfinished after {timeout} s (status {status})")
                     wait_for = RECHECK_SECONDS if remaining is None else min(remaining, RECHECK_SECONDS)
                     for notify in conn.notifies(timeout=wait_for):
-                        if notify.payload == str(job_id):
+                        if notify.channel == q.PROGRESS_CHANNEL:
+                            report = q.progress_of(job_id, notify.payload)
+                            if report is not None and on_progress is not None:
+                                on_progress(report)
+                        elif notify.payload == str(job_id):
                             break
                     status = _run_on(conn, q.job_status(job_id), savepoint=False)
                 if status is None:
@@ -406,6 +454,11 @@ class Client:
     def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         """Re-queue dead jobs now with attempts reset (pgq.retry); returns how many."""
         return int(self._run(q.retry(job_ids), conn))
+
+    def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
+        """Forget the durable steps of jobs that are not running (pgq.forget_steps), so that
+        their next run starts over; with retry() in one transaction, a retry from scratch."""
+        return int(self._run(q.forget_steps(job_ids), conn))
 
     def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
         """Stop claims of an entrypoint until resume(); enqueue still accepts jobs."""

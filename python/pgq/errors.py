@@ -58,7 +58,10 @@ class WorkerOfAnotherRole(PgqError):
 
 
 class UnknownJob(PgqError, LookupError):
-    """A job id that pgq does not know: never enqueued, or finished and pruned from the log."""
+    """PQ005 (pgq.explain), or found by the client: a job id that pgq does not know: never
+    enqueued, or finished and pruned from the log (or not the caller's to read)."""
+
+    sqlstate = "PQ005"
 
 
 class SchemaError(PgqError):
@@ -86,6 +89,7 @@ _BY_SQLSTATE = {
         UnknownWorker,
         WorkerGone,
         PayloadTooLarge,
+        UnknownJob,
         InvalidCron,
         WrongIsolation,
         WorkerOfAnotherRole,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -96,6 +97,33 @@ class Job:
         are cancelled for them (asyncio.CancelledError).
         """
         return self._cancel.is_set()
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """A durable step (docs/steps.md): the first time step `name` of this job completes,
+        fn(*args)'s result (JSON) is stored; on any later delivery fn is not called and the
+        stored result is returned. A step that raises stores nothing. In a sync handler this
+        returns the result; in an async one, `await job.step(...)` (fn may be sync or async).
+        Raises pgq.DeliveryLost when this delivery no longer holds the job."""
+        from . import steps  # only handlers that take steps load it
+
+        return steps.step(self, name, fn, args)
+
+    def progress(self, value: float, note: str | None = None) -> Any:
+        """Report how far the job has come (pgq.progress): a fraction 0-1 or a count of items
+        done, and an optional note. Stored on the job (pgq.job's `progress`) and notified
+        (Client.wait's on_progress). Sync handlers call it; async ones await it. Raises
+        pgq.DeliveryLost when this delivery no longer holds the job."""
+        from . import steps
+
+        return steps.progress(self, value, note)
+
+    def dependency_results(self) -> Any:
+        """The results of the jobs this one depends on (its depends_on, as pgq.enqueue kept
+        them: those it had to wait for), as {job id: result} (pgq.dependency_results). Sync
+        handlers call it; async ones await it."""
+        from . import steps
+
+        return steps.dependency_results(self)
 
     @property
     def redelivered(self) -> bool:

@@ -22,11 +22,13 @@ from psycopg.types.json import Jsonb
 from . import tracing
 from .errors import InvalidArgument, SchemaError, UnknownJob, translate
 from .rows import (
+    DependencyResult,
     Enqueued,
     JobResult,
     JobRow,
     OutcomeRow,
     QueueRow,
+    Reason,
     ScheduleRow,
     StatsRow,
     SweepRow,
@@ -42,6 +44,8 @@ LIVE_STATUSES = ("queued", "waiting", "running", "dead")
 FINISHED_STATUSES = ("succeeded", "canceled", "dead")
 # The channel pgq.watch'ed jobs notify when they finish (payload: the id).
 FINISHED_CHANNEL = "pgq_finished"
+# The channel pgq.progress notifies (payload: {"id", "value", "note", "delivery"} as JSON).
+PROGRESS_CHANNEL = "pgq_progress"
 
 
 @dataclass(frozen=True)
@@ -328,6 +332,9 @@ def enqueue_batch(
     dedupe_scope: str | None = None,
     dedupe_window: IntervalArg = None,
     dedupe_mode: str | None = None,
+    headers: dict[str, Any] | None = None,
+    max_attempts: int | None = None,
+    depends_on: Iterable[int] | None = None,
 ) -> Call:
     run_at_sql, run_at_value = _run_at(run_at)
     options, checks = _dedupe_options(dedupe_scope, dedupe_window, dedupe_mode)
@@ -337,6 +344,10 @@ def enqueue_batch(
             "concurrency_keys": ("text[]", None if concurrency_keys is None else list(concurrency_keys)),
             "dedupe_keys": ("text[]", None if dedupe_keys is None else list(dedupe_keys)),
             **options,
+            # As enqueue() takes them, for every job of the batch.
+            "headers": ("jsonb", None if headers is None else _json(headers)),
+            "max_attempts": ("integer", max_attempts),
+            "depends_on": ("bigint[]", None if depends_on is None else _ids("depends_on", depends_on)),
         },
     )
     # The payloads travel as a few JSON arrays (binary jsonb[]), taken apart in the database:
@@ -376,6 +387,24 @@ def job(job_id: int) -> Call:
     return Call("SELECT pgq.job(job_id => %s::bigint)", (job_id,))
 
 
+def explain(job_id: int) -> Call:
+    return Call(
+        "SELECT e.reason, e.detail, e.until, e.job_ids FROM pgq.explain(job_id => %s::bigint) AS e",
+        (job_id,),
+        shape="rows",
+        row_class=Reason,
+    )
+
+
+def dependency_results(job_id: int) -> Call:
+    return Call(
+        "SELECT d.id, d.status, d.result FROM pgq.dependency_results(job_id => %s::bigint) AS d",
+        (job_id,),
+        shape="rows",
+        row_class=DependencyResult,
+    )
+
+
 def watch(job_id: int) -> Call:
     return Call("SELECT pgq.watch(job_id => %s::bigint)", (job_id,))
 
@@ -388,6 +417,28 @@ def to_result(job_id: int, story: dict[str, Any] | None) -> JobResult | None:
     if not story["finished"]:
         return None
     return JobResult(job_id, story["status"], story["result"], story["error"])
+
+
+def progress_of(job_id: int, payload: str) -> dict[str, Any] | None:
+    """A pgq_progress notification's report when it is about job_id (Client.wait's
+    on_progress gets {"value", "note", "delivery"}), else None."""
+    import json
+
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("id") != job_id:
+        return None
+    return {"value": doc.get("value"), "note": doc.get("note"), "delivery": doc.get("delivery")}
+
+
+def stored_progress(story: dict[str, Any] | None) -> dict[str, Any] | None:
+    """pgq.job's last progress report as on_progress gets it, or None."""
+    report = (story or {}).get("progress")
+    if not report:
+        return None
+    return {"value": report["value"], "note": report["note"], "delivery": report["delivery"]}
 
 
 def check_timeout(timeout: float | None) -> None:
@@ -449,6 +500,10 @@ def cancel(job_ids: int | Iterable[int]) -> Call:
 
 def retry(job_ids: int | Iterable[int]) -> Call:
     return Call("SELECT pgq.retry(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
+
+
+def forget_steps(job_ids: int | Iterable[int]) -> Call:
+    return Call("SELECT pgq.forget_steps(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
 
 
 def pause(entrypoint: str) -> Call:

@@ -13,11 +13,13 @@ from typing import Any
 from uuid import UUID
 
 __all__ = [
+    "DependencyResult",
     "Enqueued",
     "JobResult",
     "JobRow",
     "OutcomeRow",
     "QueueRow",
+    "Reason",
     "ScheduleRow",
     "StatsRow",
     "WorkerRow",
@@ -189,3 +191,26 @@ class JobResult:
     status: str
     result: Any
     error: str | None
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a job is not running now (pgq.explain): reason, a code (finished, dead,
+    held, waiting, scheduled, paused, concurrency, key_concurrency, rate, no_worker,
+    behind); detail, a sentence; until, when it ends if known; job_ids, the jobs it names
+    (the dependencies a job waits for)."""
+
+    reason: str
+    detail: str
+    until: datetime | None
+    job_ids: list[int] | None
+
+
+@dataclass(frozen=True)
+class DependencyResult:
+    """One job a job depends on (pgq.dependency_results): its status (as pgq.job_status)
+    and, once it succeeded, its result."""
+
+    id: int
+    status: str | None
+    result: Any

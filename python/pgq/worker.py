@@ -48,6 +48,7 @@ from ._wire import JsonbLoader, Undecodable
 from .dsn import resolve_dsn, tcp_defaults
 from .errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
 from .job import _CLAIM_FIELDS, Job, JobCancelled, Snooze
+from .steps import StepRunner
 
 log = logging.getLogger("pgq.worker")
 # A line per settled job (its fields also as record attributes): successes and snoozes at
@@ -312,6 +313,8 @@ class Worker:
         """The state and the connections of one run: run_async, and pgq.testing.drain,
         which runs handlers through this same code."""
         self._loop = asyncio.get_running_loop()
+        # Job.step's calls of the step functions (pgq.steps), on this worker's pool.
+        self._step_runner = StepRunner(self._sql, self._loop)
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._flush = asyncio.Event()
@@ -677,6 +680,7 @@ class Worker:
 
     def _start(self, job: Job) -> Run:
         run = Run(job, self._handlers[job.entrypoint])
+        job.__dict__["_steps"] = self._step_runner
         if job.deliveries > 1:
             log_redelivery(log, job)
         self._unsettled[run.key] = job
@@ -757,6 +761,7 @@ class Worker:
         with self._sync_pool.connection() as conn, conn.transaction():
             if job.cancelled:  # it waited for a connection (a restart) meanwhile
                 raise JobCancelled()
+            job.__dict__["_conn"] = conn  # Job.step records in this transaction
             result = check_result(run.handler.fn(job, conn))
             done = conn.execute(
                 "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[],"

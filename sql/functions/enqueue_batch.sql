@@ -6,7 +6,9 @@
 --   dedupe_scope, dedupe_window and dedupe_mode (see pgq.enqueue_job): each job goes in as
 --   pgq.enqueue_job would put it, in the order of payloads, so two payloads with one key
 --   make one job (with dedupe_mode 'replace', the later payload wins). That path runs job
---   by job; without dedupe_keys the batch is one statement.
+--   by job; without dedupe_keys the batch is one statement. headers, max_attempts and
+--   depends_on (optional) apply to every job of the batch, as pgq.enqueue takes them; with
+--   depends_on, each job goes in as pgq.enqueue_job puts a dependent job (job by job).
 -- Returns the job ids in the order of payloads (with dedupe_keys, the id of the job that
 -- stands for a payload where one did). One NOTIFY per call, not per job.
 -- Raises PQ001 for invalid arguments, PQ004 for an oversized payload.
@@ -19,7 +21,10 @@ CREATE OR REPLACE FUNCTION pgq.enqueue_batch(
     dedupe_keys text[] DEFAULT NULL,
     dedupe_scope text DEFAULT NULL,
     dedupe_window interval DEFAULT NULL,
-    dedupe_mode text DEFAULT NULL
+    dedupe_mode text DEFAULT NULL,
+    headers jsonb DEFAULT NULL,
+    max_attempts integer DEFAULT NULL,
+    depends_on bigint[] DEFAULT NULL
 )
 RETURNS SETOF bigint
 LANGUAGE plpgsql
@@ -34,7 +39,7 @@ DECLARE
     v_bad integer;
     v_job record;
 BEGIN
-    PERFORM pgq._check_job(entrypoint, NULL, run_at, NULL, NULL, NULL);
+    PERFORM pgq._check_job(entrypoint, NULL, run_at, NULL, headers, max_attempts);
     IF payloads IS NULL THEN
         PERFORM pgq._invalid('payloads', 'must not be NULL', 'Pass an array of jsonb payloads.');
     ELSIF array_ndims(payloads) > 1 THEN
@@ -77,8 +82,9 @@ BEGIN
         RAISE EXCEPTION 'pgq: payloads[%] is over the 1 MiB limit', v_too_big
             USING ERRCODE = 'PQ004', HINT = 'Store large data in a table and put its key in the payload.';
     END IF;
-    IF dedupe_keys IS NOT NULL THEN
-        -- Job by job, in order: a payload may find the job an earlier one made.
+    IF dedupe_keys IS NOT NULL OR depends_on IS NOT NULL THEN
+        -- Job by job, in order: a payload may find the job an earlier one made; a dependent
+        -- job is checked and made waiting (or canceled) as pgq.enqueue_job does it.
         FOR v_job IN
             SELECT p.payload, dedupe_keys[array_lower(dedupe_keys, 1) + p.ord - 1] AS dedupe_key,
                    concurrency_keys[array_lower(concurrency_keys, 1) + p.ord - 1] AS concurrency_key
@@ -94,6 +100,9 @@ BEGIN
                     run_at => enqueue_batch.run_at,
                     dedupe_key => v_job.dedupe_key,
                     concurrency_key => v_job.concurrency_key,
+                    headers => enqueue_batch.headers,
+                    max_attempts => enqueue_batch.max_attempts,
+                    depends_on => enqueue_batch.depends_on,
                     dedupe_scope => CASE WHEN v_job.dedupe_key IS NOT NULL THEN dedupe_scope END,
                     dedupe_window => CASE WHEN v_job.dedupe_key IS NOT NULL THEN dedupe_window END,
                     dedupe_mode => CASE WHEN v_job.dedupe_key IS NOT NULL THEN dedupe_mode END
@@ -105,9 +114,10 @@ BEGIN
     -- Identity values follow the insertion order, which follows ord.
     RETURN QUERY
     WITH inserted AS (
-        INSERT INTO pgq._jobs AS j (entrypoint, payload, priority, run_at, concurrency_key)
+        INSERT INTO pgq._jobs AS j (entrypoint, payload, priority, run_at, concurrency_key, headers, max_attempts)
         SELECT enqueue_batch.entrypoint, p.payload, coalesce(enqueue_batch.priority, 0), v_run_at,
-               concurrency_keys[array_lower(concurrency_keys, 1) + p.ord - 1]
+               concurrency_keys[array_lower(concurrency_keys, 1) + p.ord - 1], enqueue_batch.headers,
+               enqueue_batch.max_attempts
         FROM unnest(payloads) WITH ORDINALITY AS p (payload, ord)
         ORDER BY p.ord
         RETURNING j.id
@@ -120,6 +130,6 @@ END
 $$;
 
 COMMENT ON FUNCTION pgq.enqueue_batch(
-    text, jsonb[], integer, timestamptz, text[], text[], text, interval, text
+    text, jsonb[], integer, timestamptz, text[], text[], text, interval, text, jsonb, integer, bigint[]
 ) IS
 'Enqueue one job per payload in one statement; returns the ids in payload order.';

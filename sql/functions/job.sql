@@ -10,7 +10,11 @@
 --   attempts: every failed attempt, oldest first: {attempt, deliveries, started_at,
 --     finished_at, worker_id, error (in full)},
 --   depends_on: the jobs it waits or waited for: [{id, status}],
---   dependents: the jobs waiting for it now: [{id, status}].
+--   dependents: the jobs waiting for it now: [{id, status}],
+--   steps: the durable steps it completed (pgq.record_step), in the order recorded:
+--     [{name, result, delivery, recorded_at}],
+--   progress: the last progress its handler reported (pgq.progress), or NULL:
+--     {value, note, delivery, updated_at}.
 -- Returns NULL for an unknown id (or one pruned from the outcome log), and for a job the
 -- caller may not read (pgq._may_read: its producer, the worker holding it, pgq_admin);
 -- dependencies and dependents it may not read show no status / are left out.
@@ -125,6 +129,18 @@ BEGIN
             FROM pgq._jobs AS w
             WHERE w.status = 'waiting' AND w.depends_on @> ARRAY[job.job_id]
               AND pgq._may_read(w.enqueued_by, w.worker_id)
+        ),
+        'steps', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'name', s.name, 'result', s.result, 'delivery', s.delivery, 'recorded_at', s.recorded_at
+            ) ORDER BY s.recorded_at, s.name), '[]'::jsonb)
+            FROM pgq._steps AS s
+            WHERE s.job_id = job.job_id
+        ),
+        'progress', (
+            SELECT jsonb_build_object('value', p.value, 'note', p.note, 'delivery', p.delivery, 'updated_at', p.updated_at)
+            FROM pgq._progress AS p
+            WHERE p.job_id = job.job_id
         )
     );
 END

@@ -2,7 +2,8 @@
 -- (pgq.configure, default 7 days). Whole daily partitions older than the longest retention
 -- are dropped (cheap at any volume); rows of entrypoints with a shorter retention are
 -- deleted in batches of 10000 (at most 50 batches a call, so one call stays short; the
--- next call continues). Also creates the coming days' partitions.
+-- next call continues). Also creates the coming days' partitions, and deletes the durable
+-- steps (pgq._steps) and progress (pgq._progress) of jobs whose outcome is gone.
 -- Creating and dropping a partition needs an exclusive lock on the log, which any open
 -- transaction that read the log holds off; completions would queue behind the waiting
 -- DDL, so it waits at most 100 ms and otherwise leaves that partition to the next call.
@@ -85,6 +86,35 @@ BEGIN
         ));
         GET DIAGNOSTICS v_rows = ROW_COUNT;
         v_removed := v_removed + v_rows;
+        v_batches := v_batches + 1;
+        EXIT WHEN v_rows < 10000;
+    END LOOP;
+
+    -- Durable steps of jobs that are neither live nor in the log any more (their outcomes
+    -- were pruned above or before): a step is recorded before its job finishes, so only
+    -- steps older than the shortest retention can belong to such a job.
+    WHILE v_batches < 50 LOOP
+        DELETE FROM pgq._steps AS s WHERE (s.job_id, s.name) IN (
+            SELECT e.job_id, e.name FROM pgq._steps AS e
+            WHERE e.recorded_at < now() - v_shortest
+              AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.id = e.job_id)
+              AND NOT EXISTS (SELECT 1 FROM pgq._final_outcome(e.job_id) AS o)
+            LIMIT 10000
+        );
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        v_batches := v_batches + 1;
+        EXIT WHEN v_rows < 10000;
+    END LOOP;
+    -- Likewise their last progress (pgq._progress).
+    WHILE v_batches < 50 LOOP
+        DELETE FROM pgq._progress AS p WHERE p.job_id IN (
+            SELECT e.job_id FROM pgq._progress AS e
+            WHERE e.updated_at < now() - v_shortest
+              AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.id = e.job_id)
+              AND NOT EXISTS (SELECT 1 FROM pgq._final_outcome(e.job_id) AS o)
+            LIMIT 10000
+        );
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
         v_batches := v_batches + 1;
         EXIT WHEN v_rows < 10000;
     END LOOP;

@@ -201,6 +201,31 @@ CREATE INDEX _outcomes_default_finished_idx ON pgq._outcomes_default USING brin 
 CREATE INDEX _outcomes_default_dedupe_idx ON pgq._outcomes_default (entrypoint, dedupe_key, finished_at)
 WHERE dedupe_key IS NOT NULL;
 
+-- Durable steps (pgq.record_step, pgq.step_result): the result of each step of a job that
+-- completed, kept with the job's id while the job is live and after it finished, until its
+-- outcome is pruned (pgq.prune). Jobs without steps have no rows here and pay nothing: the
+-- claim, completion and failure paths never read this table.
+CREATE TABLE pgq._steps (
+    job_id bigint NOT NULL,
+    name text NOT NULL,
+    result jsonb,
+    -- The delivery that ran it, and when it was recorded.
+    delivery integer NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT _steps_pkey PRIMARY KEY (job_id, name)
+);
+
+-- Progress reported by a job's handler (pgq.progress): the last report per job, kept like
+-- its steps (pgq.prune removes it with the outcome). A table of its own: reports rewrite
+-- these rows, not the hot job table, and jobs that report nothing have none.
+CREATE TABLE pgq._progress (
+    job_id bigint PRIMARY KEY,
+    value numeric NOT NULL,
+    note text,
+    delivery integer NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- Periodic jobs. next_run is kept up to date so that a sweep finds due schedules with an
 -- index lookup.
 CREATE TABLE pgq._schedules (

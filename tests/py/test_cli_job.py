@@ -138,3 +138,40 @@ def test_tables_fit_the_terminal_and_never_cut_numbers(monkeypatch: pytest.Monke
     for whole in ("45000", "3012.5", "queued", "per second", "a_rather_long_entrypoint_name"):
         assert whole in text, text
     assert "…" not in text
+
+
+def test_explain_says_why_a_job_is_not_running(dsn: str, client: pgq.Client) -> None:
+    """`pgq explain ID` (pgq.explain; every reason is covered by tests/sql/explain.sql):
+    one line per reason, --json, and an unknown id exits 1 naming it."""
+    parent = client.enqueue("explain_cli")
+    child = client.enqueue("explain_cli", depends_on=[parent])
+    client.pause("explain_cli")
+    out = run(dsn, "explain", str(child))
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines() == [
+        f"job {child}: waiting: waiting for jobs {parent}",
+        f"job {child}: paused: entrypoint explain_cli is paused",
+        f"job {child}: no_worker: no live worker serves entrypoint explain_cli",
+    ]
+    doc = json.loads(run(dsn, "explain", str(parent), "--json").stdout)
+    assert [r["reason"] for r in doc] == ["paused", "no_worker"]
+    assert client.explain(parent)[0].reason == "paused"
+    client.resume("explain_cli")
+    worker = claim(client, "explain_cli")
+    held = run(dsn, "explain", str(parent)).stdout
+    assert held.startswith(f"job {parent}: held: held by worker {worker} (t, alive) until its lease ends at ")
+    missing = run(dsn, "explain", str(child + 1000))
+    assert missing.exit_code == 1
+    assert f"job {child + 1000} is unknown" in missing.output
+    with pytest.raises(pgq.UnknownJob):
+        client.explain(child + 1000)
+
+
+def test_job_lists_its_durable_steps(dsn: str, client: pgq.Client) -> None:
+    job_id = client.enqueue("story_steps")
+    worker = claim(client, "story_steps")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pgq.record_step(%s, %s, 1, 'charge', '{\"id\": \"ch_1\"}')", (worker, job_id))
+    out = run(dsn, "job", str(job_id)).stdout.splitlines()
+    steps = out.index("steps (1):")
+    assert out[steps + 1].startswith('  charge: {"id": "ch_1"} (delivery 1, ')

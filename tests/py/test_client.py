@@ -772,3 +772,18 @@ def test_confirm_cancel_settles_a_requested_cancel_sync_and_async(client: Client
 
     assert asyncio.run(settle()) == "canceled"
     assert [client.job_status(j) for j in (sync_job, async_job)] == ["canceled", "canceled"]
+
+def test_enqueue_batch_takes_the_options_of_enqueue(client: Client) -> None:
+    parent = client.enqueue("batch_opts_parent")
+    ids = client.enqueue_batch(
+        "batch_opts", [{"n": 1}, {"n": 2}], headers={"trace": "t"}, max_attempts=2, depends_on=[parent]
+    )
+    for job_id in ids:
+        story = client.job(job_id)
+        assert story is not None
+        assert (story["status"], story["headers"], story["max_attempts"]) == ("waiting", {"trace": "t"}, 2)
+        assert [d["id"] for d in story["depends_on"]] == [parent]
+    plain = client.enqueue_batch("batch_opts", [None], headers={"a": 1}, max_attempts=5)
+    story = client.job(plain[0])
+    assert story is not None
+    assert (story["status"], story["headers"], story["max_attempts"]) == ("queued", {"a": 1}, 5)

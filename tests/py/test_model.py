@@ -145,6 +145,8 @@ class Job:
     outcomes: list[tuple[str, int, int, uuid.UUID | None]] = field(default_factory=list)
     concurrency_key: str | None = None
     snoozes: int = 0
+    # Durable steps recorded: name -> (result, the delivery that recorded it)
+    steps: dict[str, tuple[Any, int]] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:
@@ -441,7 +443,7 @@ class QueueModel(RuleBasedStateMachine):
         # DELETE rather than TRUNCATE: the same empty tables in 1 ms instead of 70 (hypothesis
         # runs thousands of examples while it shrinks a failure).
         with self.admin.transaction():
-            for table in ("_jobs", "_outcomes", "_workers", "_queues", "_marks", "_mark_lows"):
+            for table in ("_jobs", "_outcomes", "_workers", "_queues", "_marks", "_mark_lows", "_steps"):
                 self.admin.execute(f"DELETE FROM pgq.{table}")
             self.admin.execute("SELECT setval(pg_get_serial_sequence('pgq._jobs', 'id'), 1, false)")
         # The backoff's jitter is random(): seed every session, so that hypothesis replays an
@@ -756,6 +758,42 @@ class QueueModel(RuleBasedStateMachine):
         self.resolve_read_back()
 
     @precondition(lambda self: self.in_state("running"))
+    @rule(
+        j=PICK,
+        stale=st.sampled_from(["no", "no", "delivery", "worker"]),
+        name=st.sampled_from(["charge", "ship"]),
+        value=st.integers(0, 3),
+    )
+    def step(self, j: int, stale: str, name: str, value: int) -> None:
+        """A durable step: read it (pgq.step_result), then record it (pgq.record_step). The
+        delivery holding the job reads what any earlier delivery recorded, and the first
+        record of a name stands; another delivery of it, or another worker, reads and
+        records nothing. Steps outlive failures, re-deliveries, retries and the job's end
+        (the invariant compares them)."""
+        job = self.pick(self.in_state("running"), j)
+        worker_id, delivery = job.holder, job.deliveries
+        others = [w.id for w in self.workers if w.id != job.holder]
+        if stale == "delivery":
+            delivery = job.deliveries - 1 or job.deliveries + 1
+        elif stale == "worker" and others:
+            worker_id = others[0]
+        else:
+            stale = "no"
+        _, rows = self.call(
+            self.slots[self.worker(job.holder).slot],
+            "SELECT pgq.step_result(%s, %s, %s, %s), pgq.record_step(%s, %s, %s, %s, %s::jsonb)",
+            (worker_id, job.id, delivery, name, worker_id, job.id, delivery, name, str(value)),
+        )
+        read, recorded = rows[0]
+        if stale != "no":
+            assert (read, recorded) == (None, None), f"a stale step of job {job.id}: {read}, {recorded}"
+            return
+        want = {"done": True, "result": job.steps[name][0]} if name in job.steps else {"done": False}
+        assert read == want, f"step_result({job.id}, {name}) = {read}, model {want}"
+        assert recorded == (name not in job.steps), f"record_step({job.id}, {name}) = {recorded}"
+        job.steps.setdefault(name, (value, delivery))
+
+    @precondition(lambda self: self.in_state("running"))
     @rule(j=PICK, subset=st.integers(0, 7), others=st.lists(PICK, max_size=2))
     def complete_held(self, j: int, subset: int, others: list[int]) -> None:
         """The holder completes some of its jobs, mixed with ids it does not hold."""
@@ -1013,6 +1051,7 @@ class QueueModel(RuleBasedStateMachine):
             # The claim mark's invariant (pgq._raise_mark): no queued job sorts before its
             # entrypoint's mark and all of its lows, or claims would pass it over.
             below_mark = self.admin.execute(BELOW_MARK).fetchone()[0]
+            steps = self.admin.execute("SELECT job_id, name, result, delivery FROM pgq._steps").fetchall()
         assert below_mark is None, f"queued jobs below the claim mark: {below_mark}"
 
         # Live jobs: one row each, in the model's state, held by the model's holder.
@@ -1080,6 +1119,11 @@ class QueueModel(RuleBasedStateMachine):
                     q.get("max_deliveries"),
                 )
         assert got_q == want_q, _diff("pgq.queues", got_q, want_q)
+
+        # Durable steps: every step the model recorded, kept whatever happened to the job since.
+        got_s = {(r[0], r[1]): (r[2], r[3]) for r in steps}
+        want_s = {(j.id, name): s for j in self.jobs.values() for name, s in j.steps.items()}
+        assert got_s == want_s, _diff("pgq._steps", got_s, want_s)
 
         # Workers: state, last heartbeat, jobs held; rows of long-gone workers are deleted.
         got_w = {r[0]: (r[1], self.virtual(r[2]), self.virtual(r[3]), r[4]) for r in workers}

@@ -219,3 +219,88 @@ async def attempts(job: pgq.Job) -> None:
         raise pgq.Snooze(0)
     if job.attempt <= int(payload.get("fail_times", 0)):
         raise RuntimeError(f"planned failure on attempt {job.attempt}")
+
+# Durable steps (tests/py/test_steps.py): each step writes its side effect, a row of
+# step_effects (job, step, delivery); the first delivery stops between the two steps until
+# the test kills its process.
+def _effect(job_id: int, step: str, delivery: int) -> dict[str, object]:
+    import psycopg
+
+    with psycopg.connect(os.environ["APP_DSN"], autocommit=True) as c:
+        c.execute("INSERT INTO step_effects VALUES (%s, %s, %s)", (job_id, step, delivery))
+    return {"step": step, "delivery": delivery}
+
+
+async def _effect_async(job_id: int, step: str, delivery: int) -> dict[str, object]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(os.environ["APP_DSN"], autocommit=True) as c:
+        await c.execute("INSERT INTO step_effects VALUES (%s, %s, %s)", (job_id, step, delivery))
+    return {"step": step, "delivery": delivery}
+
+
+def _effect_in(conn, job_id: int, step: str, delivery: int) -> dict[str, object]:
+    conn.execute("INSERT INTO step_effects VALUES (%s, %s, %s)", (job_id, step, delivery))
+    return {"step": step, "delivery": delivery}
+
+
+@worker.entrypoint("steps_sync")
+def steps_sync(job: pgq.Job) -> object:
+    charged = job.step("charge", _effect, job.id, "charge", job.deliveries)
+    record(job, "between")
+    if job.deliveries == 1:
+        time.sleep(120)  # killed here
+    shipped = job.step("ship", _effect, job.id, "ship", job.deliveries)
+    return {"charged": charged, "shipped": shipped}
+
+
+@worker.entrypoint("steps_async")
+async def steps_async(job: pgq.Job) -> object:
+    charged = await job.step("charge", _effect_async, job.id, "charge", job.deliveries)
+    record(job, "between")
+    if job.deliveries == 1:
+        await asyncio.sleep(120)  # killed here
+    shipped = await job.step("ship", _effect, job.id, "ship", job.deliveries)  # a sync fn
+    return {"charged": charged, "shipped": shipped}
+
+
+@worker.entrypoint("steps_tx", transactional=True)
+def steps_tx(job: pgq.Job, conn) -> object:
+    charged = job.step("charge", _effect_in, conn, job.id, "charge", job.deliveries)
+    record(job, "between")
+    if job.deliveries == 1:
+        time.sleep(120)  # killed here: the transaction, the step's row and its record roll back
+    shipped = job.step("ship", _effect_in, conn, job.id, "ship", job.deliveries)
+    return {"charged": charged, "shipped": shipped}
+
+
+# Progress (tests/py/test_steps.py): three reports, a pause after each.
+@worker.entrypoint("progress_async")
+async def progress_async(job: pgq.Job) -> None:
+    for i in (1, 2, 3):
+        await asyncio.sleep(0.3)
+        await job.progress(i / 3 if i < 3 else 1, f"{i} of 3")
+
+
+@worker.entrypoint("progress_sync")
+def progress_sync(job: pgq.Job) -> None:
+    for i in (1, 2, 3):
+        time.sleep(0.3)
+        job.progress(i, f"{i} of 3")
+
+
+# Fan-in through dependency results (tests/py/test_steps.py).
+@worker.entrypoint("fan_part")
+async def fan_part(job: pgq.Job) -> object:
+    return {"n": job.payload["n"]}
+
+
+@worker.entrypoint("fan_merge")
+def fan_merge(job: pgq.Job) -> object:
+    return {"sum": sum(r["n"] for r in job.dependency_results().values())}
+
+
+@worker.entrypoint("fan_merge_async")
+async def fan_merge_async(job: pgq.Job) -> object:
+    results = await job.dependency_results()
+    return {"ids": sorted(results), "sum": sum(r["n"] for r in results.values())}

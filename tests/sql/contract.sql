@@ -10,11 +10,11 @@ SELECT plan(281);
 SELECT functions_are(
     'pgq',
     ARRAY[
-        'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'enqueue', 'enqueue_batch',
-        'enqueue_job',
-        'enqueue_trigger',
-        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
-        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
+        'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'dependency_results', 'enqueue',
+        'enqueue_batch', 'enqueue_job', 'enqueue_trigger', 'explain', 'forget_steps',
+        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step',
+        'register_worker', 'release', 'resume',
+        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep', 'unregister_worker',
         'unschedule', 'version', 'watch'
     ]::name[]
     || (
@@ -89,13 +89,14 @@ SELECT is(
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(
-        pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[], text[], text, interval, text)')
+        pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[], text[], text, interval, text, jsonb, integer, bigint[])')
     ),
     'entrypoint text, payloads jsonb[], priority integer DEFAULT 0, '
     || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
     || 'concurrency_keys text[] DEFAULT NULL::text[], dedupe_keys text[] DEFAULT NULL::text[], '
     || 'dedupe_scope text DEFAULT NULL::text, dedupe_window interval DEFAULT NULL::interval, '
-    || 'dedupe_mode text DEFAULT NULL::text',
+    || 'dedupe_mode text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, '
+    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[]',
     'pgq.enqueue_batch arguments: names, types and defaults'
 );
 SELECT is(
@@ -223,7 +224,7 @@ SELECT function_returns(
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
 SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
-SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
+SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'record', 'pgq.enqueue_job returns record (one row: id, created, replaced)');
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
@@ -353,7 +354,7 @@ SELECT is_definer('pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq.cl
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq.enqueue_batch is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue_job is SECURITY DEFINER');
 SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
@@ -511,10 +512,10 @@ SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 't
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
 SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_job');
 SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_job');
 SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_job');

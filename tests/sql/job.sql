@@ -50,7 +50,7 @@ SELECT is(
 
 SELECT is(
     pgq.job(pg_temp.jid('parent'))
-    - ARRAY['worker_id', 'enqueued_at', 'started_at', 'finished_at', 'attempts', 'dependents', 'depends_on'],
+    - ARRAY['worker_id', 'enqueued_at', 'started_at', 'finished_at', 'attempts', 'dependents', 'depends_on', 'steps', 'progress', 'progress'],
     jsonb_build_object(
         'id', pg_temp.jid('parent'), 'entrypoint', 'js', 'status', 'succeeded', 'finished', TRUE,
         'payload', '{"n": 1}'::jsonb, 'headers', '{"trace": "t1"}'::jsonb, 'priority', 5, 'run_at', NULL,
@@ -71,7 +71,7 @@ SELECT ok(
 SELECT is(pgq.job(pg_temp.jid('child')) ->> 'status', 'queued', 'the child was released');
 SELECT is(pgq.cancel(ARRAY[pg_temp.jid('canceled')]), 1, 'one job is canceled');
 SELECT is(
-    pgq.job(pg_temp.jid('canceled')) - ARRAY['id', 'enqueued_at', 'finished_at', 'attempts', 'dependents', 'depends_on', 'worker_id', 'started_at', 'run_at', 'max_attempts', 'dedupe_key', 'cancel_requested', 'deliveries', 'attempt', 'entrypoint', 'headers', 'result', 'finished'],
+    pgq.job(pg_temp.jid('canceled')) - ARRAY['id', 'enqueued_at', 'finished_at', 'attempts', 'dependents', 'depends_on', 'steps', 'progress', 'worker_id', 'started_at', 'run_at', 'max_attempts', 'dedupe_key', 'cancel_requested', 'deliveries', 'attempt', 'entrypoint', 'headers', 'result', 'finished'],
     '{"status": "canceled", "payload": {"n": 4}, "priority": -5, "error": "canceled by pgq.cancel", "concurrency_key": null}'::jsonb,
     'a canceled job keeps its payload and says why it was canceled'
 );

@@ -62,6 +62,17 @@ def story_lines(story: dict[str, Any]) -> list[str]:
     for key, title in (("depends_on", "waits for"), ("dependents", "waited for by")):
         if story[key]:
             lines.append(f"  {title:<12} " + ", ".join(f"{d['id']} ({d['status']})" for d in story[key]))
+    report = story.get("progress")
+    if report:
+        note = f" ({report['note']})" if report["note"] else ""
+        lines.append(f"progress: {report['value']}{note} at {_time(report['updated_at'])}")
+    steps = story.get("steps") or []  # a 0.2 schema's pgq.job has none
+    if steps:
+        lines.append(f"steps ({len(steps)}):")
+        for s in steps:
+            lines.append(
+                f"  {s['name']}: {_json(s['result'])} (delivery {s['delivery']}, {_time(s['recorded_at'])})"
+            )
     attempts = story["attempts"]
     if attempts:
         lines.append(f"failed attempts ({len(attempts)}):")

@@ -16,6 +16,7 @@ from ..client import LIVE_STATUSES, QueueRow
 from ..queries import OUTCOMES
 from .conformance import conformance_command
 from .dashboard import dashboard_command
+from .explain import explain_command
 from .job import job_command, wait_command
 from .lifecycle import COMMANDS as LIFECYCLE
 from .output import (
@@ -369,6 +370,7 @@ for command in (
     schedules,
     worker_command,
     job_command,
+    explain_command,
     wait_command,
 ):
     main.add_command(command)
