@@ -773,6 +773,7 @@ def test_confirm_cancel_settles_a_requested_cancel_sync_and_async(client: Client
     assert asyncio.run(settle()) == "canceled"
     assert [client.job_status(j) for j in (sync_job, async_job)] == ["canceled", "canceled"]
 
+
 def test_enqueue_batch_takes_the_options_of_enqueue(client: Client) -> None:
     parent = client.enqueue("batch_opts_parent")
     ids = client.enqueue_batch(

@@ -220,6 +220,7 @@ async def attempts(job: pgq.Job) -> None:
     if job.attempt <= int(payload.get("fail_times", 0)):
         raise RuntimeError(f"planned failure on attempt {job.attempt}")
 
+
 # Durable steps (tests/py/test_steps.py): each step writes its side effect, a row of
 # step_effects (job, step, delivery); the first delivery stops between the two steps until
 # the test kills its process.
