@@ -201,3 +201,19 @@ async def fail_after(job: pgq.Job) -> None:
     record(job, "start")
     await asyncio.sleep(float(job.payload.get("sleep", 1.0)))
     raise RuntimeError("failed after sleeping")
+
+
+def _price(row: dict) -> float:
+    try:
+        return float(row["price"])
+    except ValueError:
+        raise ValueError(f"row {row['n']}: column 'price' is not a number") from None
+
+
+@worker.entrypoint("bad_row")
+def bad_row(job: pgq.Job) -> None:
+    """A sync handler that fails in a helper of its own: a traceback of the user's frames
+    under the worker's, the thread pool's and asyncio's."""
+    record(job)
+    for row in job.payload["rows"]:
+        _price(row)
