@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import timezone
 
 import psycopg
 import pytest
@@ -244,3 +245,25 @@ def test_overview_counts_exactly_up_to_the_cap_then_estimates(
     bulk = re.search(r'<tr data-entrypoint="bulk">(.*?)</tr>', body, re.S).group(1)
     queued = re.findall(r'<td class="num">([^<]*)</td>', bulk)[0]
     assert queued.startswith(("≈", "> 10,000")), queued
+
+
+def test_a_dead_jobs_page_shows_its_last_run_and_worker_names(
+    secured: Served, conn: psycopg.Connection
+) -> None:
+    """A dead job is no longer held, so its row has no start or worker: the page shows the
+    last run's (from the outcome log), and the worker's name, not its id, everywhere."""
+    job = dead_job(conn, "email")
+    started, worker = conn.execute(
+        "SELECT started_at, worker_id FROM pgq.outcomes WHERE job_id = %s", (job,)
+    ).fetchone()
+    status, body, _ = request(f"{secured.url}/jobs/{job}", auth=AUTH)
+    assert status == 200
+    facts = re.search(r'<dl class="facts">(.*?)</dl>', body, re.S).group(1)
+    shown = started.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    assert re.search(rf"<dt>started</dt><dd>{shown}\.\d{{3}}Z", facts), facts
+    assert re.search(r"<dt>worker</dt><dd>(<a [^>]*>)?dash-test", facts), facts
+    history = body[body.index('id="history"') :]
+    assert (
+        f'<a href="/workers/{worker}" title="{worker}">dash-test</a>' in history
+        and f">{worker}<" not in history
+    )

@@ -352,8 +352,14 @@ class Queries:
                 {"id": dep["id"], "status": dep["status"] or "unknown"}
                 for dep in story.get("depends_on") or []
             ]
+            held = [(live or {}).get("worker_id")] + [o["worker_id"] for o in outcomes]
+            names = self._worker_names(conn, [w for w in held if w is not None])
         final = next((o for o in reversed(outcomes) if o["outcome"] != "failed"), None)
         return {
+            # A job that is not running (dead, or queued for another attempt) has no start or
+            # worker of its own: its last run's are in the outcome log.
+            "last_run": outcomes[-1] if outcomes else None,
+            "worker_names": names,
             "id": job_id,
             "live": live,
             "status": (live or {}).get("status") or (final or {}).get("outcome") or "unknown",
@@ -366,6 +372,14 @@ class Queries:
             "headers": _pretty(story.get("headers")),
             "result": _pretty(final["result"]) if final and final["result"] is not None else None,
         }
+
+    @staticmethod
+    def _worker_names(conn: Any, ids: list[Any]) -> dict[Any, str]:
+        """Worker id -> name, for the ones pgq.workers still lists (histories show names)."""
+        if not ids:
+            return {}
+        rows = conn.execute("SELECT id, name FROM pgq.workers WHERE id = ANY (%s::uuid[])", (ids,))
+        return {r["id"]: r["name"] for r in rows}
 
     def workers(self) -> list[dict[str, Any]]:
         return self._all("SELECT * FROM pgq.workers LIMIT 500")

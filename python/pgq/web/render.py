@@ -7,6 +7,8 @@ from typing import Any
 
 from jinja2 import Environment
 
+from .. import tracebacks
+
 NONE = "\N{EN DASH}"
 
 
@@ -53,4 +55,12 @@ def stamp(value: datetime | None) -> str:
 
 
 def register_filters(env: Environment) -> None:
-    env.filters.update(duration=duration, count=count, ago=ago, stamp=stamp)
+    env.filters.update(
+        duration=duration,
+        count=count,
+        ago=ago,
+        stamp=stamp,
+        headline=tracebacks.headline,
+        segments=tracebacks.segments,
+        is_traceback=tracebacks.is_traceback,
+    )
