@@ -132,6 +132,7 @@ def test_every_page_loads(
     with psycopg.connect(dsn, autocommit=True) as c:
         worker = c.execute("SELECT pgq.register_worker('shots', ARRAY['email'])").fetchone()[0]
     pages = {
+        "overview": ("/", "#queues-table"),
         "jobs": ("/jobs", "#jobs-table"),
         "dead": ("/jobs?status=dead", "#jobs-table"),
         "succeeded": ("/jobs?status=succeeded", "#jobs-table"),

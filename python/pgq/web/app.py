@@ -298,7 +298,12 @@ def create_app(config: Config) -> Starlette:
         return await action(request, run, needs=verb)
 
     def _filter(source: Any) -> tuple[str, str, str]:
+        """(entrypoint, status, payload text) of a bulk action's filter. Of all live jobs,
+        retry acts on the dead ones and run now on the scheduled ones only: only those are
+        walked and counted."""
         status = str(source.get("status") or "")
+        if not status:
+            status = {"retry": "dead", "run_now": "scheduled"}.get(str(source.get("verb") or ""), "")
         return (
             str(source.get("entrypoint") or ""),
             status if status in LIVE else "",
