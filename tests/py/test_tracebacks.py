@@ -87,7 +87,7 @@ def test_a_handlers_traceback_in_the_log_the_cli_and_the_dashboard(
     with serve(Config(dsn=dsn)) as served:
         # The dead-jobs list: the exception line, not `Traceback (most recent call last):`.
         status, body, _ = request(served.url + "/jobs?status=dead")
-        row = re.search(rf'<tr>\s*<td><a href="/jobs/{job}">.*?</tr>', body, re.S).group(0)
+        row = re.search(rf"<tr data-id=\"{job}\">.*?</tr>", body, re.S).group(0)
         assert status == 200 and headline.replace("'", "&#39;") in row and "Traceback" not in row
         # The job's page: the exception first, the user's frames, the library's in a <details>.
         status, body, _ = request(f"{served.url}/jobs/{job}")
