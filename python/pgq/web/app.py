@@ -160,7 +160,8 @@ def create_app(config: Config) -> Starlette:
         context.update(
             request=request,
             read_only=config.read_only,
-            may=allowed(),
+            # An error page offers nothing (and does not ask a database that may be down).
+            may=dict.fromkeys(ACTIONS, False) if name == "error.html" else allowed(),
             now=datetime.now(timezone.utc),
             csrf=sessions.token(session),
             message=request.query_params.get("msg", ""),
