@@ -328,7 +328,7 @@ def test_bulk_actions_run_now_trigger_and_settings(secured: Served, conn: psycop
     status, body, _ = request(
         secured.url + "/jobs/bulk/confirm?verb=cancel&status=dead&entrypoint=email", auth=AUTH
     )
-    assert status == 200 and "Confirm: canceled or discarded 2 jobs?" in body and 'id="confirm"' in body
+    assert status == 200 and "Cancel or discard 2 jobs?" in body and 'id="confirm"' in body
     form = {"verb": "cancel", "scope": "all", "status": "dead", "entrypoint": "email", "confirm": "yes"}
     status, location = post("/jobs/bulk", form)
     assert status == 303 and "canceled or discarded 2 of 2 jobs" in location

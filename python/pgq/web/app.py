@@ -359,7 +359,6 @@ def create_app(config: Config) -> Starlette:
             request,
             "confirm.html",
             verb=verb,
-            verb_text=VERBS[verb],
             count=n,
             filters=filters,
             back=back,
