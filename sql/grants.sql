@@ -98,6 +98,8 @@ pgq.configure(
 pgq.schedule(text, text, text, jsonb),
 pgq.unschedule(text),
 pgq.run_schedules(timestamptz),
+pgq.run_now(bigint[]),
+pgq.trigger_schedule(text),
 pgq.prune()
 TO pgq_admin;
 

@@ -40,7 +40,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
-from . import pools, tracing, worker_lease
+from . import pools, tracebacks, tracing, worker_lease
 from ._deadline import Call, bounded
 from ._redelivery import log_redelivery
 from ._runs import Handler, Key, NotJson, Run, Timeout, call_handler, check_result, printable
@@ -802,11 +802,13 @@ class Worker:
             self._settled(run, recorded)
             self._slot_freed()
         status = rows[0]["status"]
-        last_line = error.strip().splitlines()[-1] if error.strip() else error
         outcome = {"queued": "failed (retried later)", "dead": "failed (dead)", "canceled": "canceled"}.get(
             status, "failed (no longer held by this delivery)"
         )
-        self._outcome(job, outcome, time.monotonic() - run.t0, logging.WARNING, f": {last_line}")
+        # The exception and where the handler's own code raised it; the error is stored whole.
+        self._outcome(
+            job, outcome, time.monotonic() - run.t0, logging.WARNING, f": {tracebacks.summary(error)}"
+        )
 
     async def _snooze(self, run: Run, seconds: float) -> None:
         job = run.job

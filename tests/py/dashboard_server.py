@@ -53,9 +53,13 @@ def request(
     data: dict[str, str] | None = None,
     auth: tuple[str, str] | None = None,
     headers: dict[str, str] | None = None,
+    raw: str | None = None,
 ) -> tuple[int, str, dict[str, str]]:
-    """(status, body, headers) of a GET, or of a form POST when data is given; no redirects."""
+    """(status, body, headers) of a GET, or of a form POST when data (or a raw encoded
+    form, for repeated fields) is given; no redirects."""
     body = urllib.parse.urlencode(data).encode() if data is not None else None
+    if raw is not None:
+        body = raw.encode()
     req = urllib.request.Request(url, data=body, headers=headers or {})
     if auth:
         req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta, timezone
+from urllib.parse import unquote_plus, urlencode
 
 import psycopg
 import pytest
@@ -101,16 +103,33 @@ def test_a_read_only_role_gets_a_read_only_dashboard(dsn: str, conn: psycopg.Con
             ).format(sql.Identifier(role))
         )
         job = dead_job(conn, "email")
+        conn.execute("SELECT pgq.schedule('nightly', '0 3 * * *', 'email')")
         with serve(Config(dsn=make_conninfo(dsn, user=role))) as served:
             assert request(served.url + "/")[0] == 200
-            status, body, _ = request(f"{served.url}/jobs/{job}")
-            assert status == 200 and 'id="retry"' in body
-            status, _, headers = request(
-                f"{served.url}/jobs/{job}/retry", {"csrf": token(served), "back": f"/jobs/{job}"}
-            )
-            assert status == 303 and "err=permission+denied" in headers["location"]
-            status, body, _ = request(served.url + headers["location"])
-            assert "permission denied for function retry" in body
+            # The role may run none of the actions: no page offers one.
+            for path in (
+                f"/jobs/{job}",
+                "/jobs?status=dead",
+                "/",
+                "/settings",
+                "/schedules",
+                "/entrypoint?name=email",
+            ):
+                status, body, _ = request(served.url + path)
+                assert status == 200, path
+                assert 'method="post"' not in body and "/jobs/bulk/confirm" not in body, path
+            assert 'id="no-edit"' in body and 'name="max_attempts"' not in body
+            # A POST anyway is refused before any call, saying why; nothing changes.
+            for path, form in (
+                (f"/jobs/{job}/retry", {}),
+                ("/jobs/bulk", {"verb": "cancel", "ids": str(job)}),
+                ("/entrypoints/configure", {"entrypoint": "email", "max_attempts": "9"}),
+                ("/entrypoints/pause", {"entrypoint": "email"}),
+                ("/schedules/trigger", {"name": "nightly"}),
+            ):
+                status, body, _ = request(served.url + path, {**form, "csrf": token(served), "back": "/"})
+                assert status == 403, path
+                assert f"the dashboard's database role {role} may not run pgq." in body, body
             # /metrics: the database answered (pgq_up 1); the part the role may not read
             # (pgq.outcome_totals) is missing and flagged, the rest is there.
             metrics = _samples(request(served.url + "/metrics")[1])
@@ -119,6 +138,9 @@ def test_a_read_only_role_gets_a_read_only_dashboard(dsn: str, conn: psycopg.Con
             assert metrics[("pgq_scrape_error", (("part", "queues"),))] == 0
             assert metrics[("pgq_jobs", (("entrypoint", "email"), ("state", "dead")))] >= 1
         assert conn.execute("SELECT pgq.job_status(%s)", (job,)).fetchone()[0] == "dead"
+        settings = conn.execute("SELECT max_attempts, paused FROM pgq.settings(ARRAY['email'])").fetchone()
+        assert settings == (5, False)
+        assert conn.execute("SELECT count(*) FROM pgq.jobs WHERE entrypoint = 'email'").fetchone()[0] == 1
     finally:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         admin_execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
@@ -251,3 +273,100 @@ def test_overview_counts_exactly_up_to_the_limit_then_estimates(
         metrics = _samples(request(served.url + "/metrics")[1])
         assert metrics[("pgq_jobs_approximate", (("entrypoint", "bulk"),))] == 1
         assert metrics[("pgq_queue_jobs_approximate", ())] == 1
+
+
+def test_a_dead_jobs_page_shows_its_last_run_and_worker_names(
+    secured: Served, conn: psycopg.Connection
+) -> None:
+    """A dead job is no longer held, so its row has no start or worker: the page shows the
+    last run's (from the outcome log), and the worker's name, not its id, everywhere."""
+    job = dead_job(conn, "email")
+    started, worker = conn.execute(
+        "SELECT started_at, worker_id FROM pgq.outcomes WHERE job_id = %s", (job,)
+    ).fetchone()
+    status, body, _ = request(f"{secured.url}/jobs/{job}", auth=AUTH)
+    assert status == 200
+    facts = re.search(r'<dl class="facts">(.*?)</dl>', body, re.S).group(1)
+    shown = started.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    assert re.search(rf"<dt>started</dt><dd>{shown}\.\d{{3}}Z", facts), facts
+    assert re.search(r"<dt>worker</dt><dd>(<a [^>]*>)?dash-test", facts), facts
+    history = body[body.index('id="history"') :]
+    assert (
+        f'<a href="/workers/{worker}" title="{worker}">dash-test</a>' in history
+        and f">{worker}<" not in history
+    )
+
+
+def test_bulk_actions_run_now_trigger_and_settings(secured: Served, conn: psycopg.Connection) -> None:
+    """Bulk retry and discard of selected jobs and of all the filter matches (only once
+    confirmed), run now, trigger a schedule, edit settings: all through pgq's functions."""
+    dead = [dead_job(conn, "email") for _ in range(4)] + [dead_job(conn, "resize")]
+    later = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pgq.enqueue_batch('email', array_fill('{}'::jsonb, ARRAY[3]),"
+            " run_at => now() + interval '1 day')"
+        )
+    ]
+    csrf = token(secured, AUTH)
+
+    def post(path: str, form: dict[str, str]) -> tuple[int, str]:
+        status, body, headers = request(
+            secured.url + path, {**form, "csrf": csrf, "back": "/jobs"}, auth=AUTH
+        )
+        return status, unquote_plus(headers.get("location", "")) or body
+
+    def statuses(ids: list[int]) -> list[str]:
+        return [conn.execute("SELECT pgq.job_status(%s)", (j,)).fetchone()[0] for j in ids]
+
+    status, body, _ = request(secured.url + "/jobs?status=dead&entrypoint=email", auth=AUTH)
+    assert status == 200 and 'name="ids"' in body and 'id="retry-all"' in body
+    # Selected: a form with repeated ids.
+    body = urlencode({"verb": "retry", "ids": dead[:2], "csrf": csrf, "back": "/jobs"}, doseq=True)
+    status, _, headers = request(secured.url + "/jobs/bulk", None, auth=AUTH, raw=body)
+    assert status == 303 and "re-queued 2 of 2 jobs" in unquote_plus(headers["location"])
+    assert statuses(dead) == ["queued", "queued", "dead", "dead", "dead"]
+    # All matching: refused without the confirmation; the confirmation page counts them.
+    assert (
+        post("/jobs/bulk", {"verb": "cancel", "scope": "all", "status": "dead", "entrypoint": "email"})[0]
+        == 400
+    )
+    assert statuses(dead) == ["queued", "queued", "dead", "dead", "dead"]
+    status, body, _ = request(
+        secured.url + "/jobs/bulk/confirm?verb=cancel&status=dead&entrypoint=email", auth=AUTH
+    )
+    assert status == 200 and "Cancel or discard 2 jobs?" in body and 'id="confirm"' in body
+    form = {"verb": "cancel", "scope": "all", "status": "dead", "entrypoint": "email", "confirm": "yes"}
+    status, location = post("/jobs/bulk", form)
+    assert status == 303 and "canceled or discarded 2 of 2 jobs" in location
+    # Discarded: out of the hot table (logged as dead); resize's dead job was not matched.
+    assert conn.execute("SELECT count(*) FROM pgq.jobs WHERE id = ANY (%s)", (dead[2:4],)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM pgq.jobs WHERE status = 'dead'").fetchone()[0] == 1  # resize's
+    # Run now: one job from its page, the rest of the scheduled ones in bulk.
+    status, location = post(f"/jobs/{later[0]}/run_now", {})
+    assert status == 303 and f"job {later[0]}: due now" in location
+    status, location = post("/jobs/bulk", {**form, "verb": "run_now", "status": "scheduled"})
+    assert "made due now 2 of 2 jobs" in location
+    assert conn.execute(
+        "SELECT bool_and(run_at <= now()) FROM pgq.jobs WHERE id = ANY (%s)", (later,)
+    ).fetchone()[0]
+    # Trigger a schedule: its job now, the schedule's next run as it was.
+    conn.execute("SELECT pgq.schedule('nightly', '0 3 * * *', 'report')")
+    status, location = post("/schedules/trigger", {"name": "nightly"})
+    assert status == 303 and "schedule nightly: enqueued job" in location
+    headers = conn.execute("SELECT headers FROM pgq.jobs WHERE entrypoint = 'report'").fetchone()[0]
+    assert headers["schedule"] == "nightly" and headers["manual"] is True
+    assert "no schedule is named" in post("/schedules/trigger", {"name": "weekly"})[1]
+    # Settings: the changed fields only, through pgq.configure; its validation shown.
+    status, body, _ = request(secured.url + "/entrypoint?name=email", auth=AUTH)
+    assert status == 200 and 'name="max_attempts" value="5"' in body and 'value="30 seconds"' in body
+    fields = {"entrypoint": "email", "max_attempts": "7", "lease": "45 seconds", "retention": "7 days"}
+    status, location = post("/entrypoints/configure", fields)
+    assert status == 303 and "email: set max_attempts = 7, lease = 45 seconds" in location
+    row = conn.execute("SELECT max_attempts, lease FROM pgq.settings(ARRAY['email'])").fetchone()
+    assert row == (7, timedelta(seconds=45))
+    status, location = post("/entrypoints/configure", {"entrypoint": "email", "max_attempts": "0"})
+    assert "err=" in location and "max_attempts" in location
+    # A favicon, at the path browsers ask for.
+    status, body, headers = request(secured.url + "/favicon.ico", auth=AUTH)
+    assert status == 200 and headers["content-type"].startswith("image/svg+xml") and "<svg" in body

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from dashboard_server import Served, dead_job, request, serve
-from pgq.web.app import Config
+from pgq.web.app import Config, create_app
 
 AUTH = ("ops", "s3cret-Passw0rd")
 
@@ -160,3 +160,51 @@ def test_a_wildcard_address_needs_its_allowed_hosts(dsn: str) -> None:
         PGQ_DASHBOARD_PASSWORD="",
     )
     assert done.returncode == 1 and "needs a password" in done.stderr
+
+
+def test_every_post_route_checks_origin_and_csrf(loopback: Served, conn) -> None:
+    """Each POST route of the app (listed from its routes, so that a new one must be added
+    here) refuses a foreign Origin and a missing token, and changes nothing."""
+    job = dead_job(conn, "origin_all")
+    scheduled = conn.execute(
+        "SELECT pgq.enqueue('origin_all', '{}', run_at => now() + interval '1 hour')"
+    ).fetchone()[0]
+    conn.execute("SELECT pgq.schedule('origin_nightly', '0 3 * * *', 'origin_all')")
+    forms = {
+        "/jobs/{job_id:int}/{verb}": [(f"/jobs/{job}/{v}", {}) for v in ("retry", "cancel")]
+        + [(f"/jobs/{scheduled}/run_now", {})],
+        "/jobs/bulk": [("/jobs/bulk", {"verb": "cancel", "ids": str(job)})],
+        "/dead/retry": [("/dead/retry", {"entrypoint": "origin_all"})],
+        "/entrypoints/configure": [
+            ("/entrypoints/configure", {"entrypoint": "origin_all", "max_attempts": "9"})
+        ],
+        "/entrypoints/{verb}": [("/entrypoints/pause", {"entrypoint": "origin_all"})],
+        "/schedules/trigger": [("/schedules/trigger", {"name": "origin_nightly"})],
+    }
+    app = create_app(Config(dsn="postgresql://unused"))
+    posts = {r.path for r in app.routes if "POST" in (getattr(r, "methods", None) or ())}
+    assert posts == set(forms), "a POST route without its case here"
+
+    def state() -> tuple:
+        return conn.execute(
+            "SELECT (SELECT array_agg(ROW(id, status, run_at) ORDER BY id) FROM pgq.jobs),"
+            " (SELECT row(max_attempts, paused) FROM pgq.settings(ARRAY['origin_all']))"
+        ).fetchone()
+
+    before = state()
+    cookie, token = session(loopback)
+    p = port(loopback)
+    for cases in forms.values():
+        for path, form in cases:
+            url = loopback.url + path
+            status, body, _ = request(
+                url,
+                {**form, "csrf": token, "back": "/"},
+                headers={"Cookie": cookie, "Origin": "http://evil.example"},
+            )
+            assert status == 403 and "Origin" in body, (path, status, body)
+            status, body, _ = request(
+                url, {**form, "back": "/"}, headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{p}"}
+            )
+            assert status == 403 and "CSRF" in body, (path, status, body)
+    assert state() == before

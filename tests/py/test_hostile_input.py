@@ -657,12 +657,12 @@ CASES = [
     # cancel, retry
     *[
         case(f"{fn}-ids-{n}", f"SELECT pgq.{fn}(%s::bigint[])", (v,), "PQ001")
-        for fn in ("cancel", "retry")
+        for fn in ("cancel", "retry", "run_now")
         for n, v in [("null", None), ("null-element", [1, None]), ("10001", MANY_IDS)]
     ],
     *[
         case(f"{fn}-ids-{n}", f"SELECT pgq.{fn}(%s::bigint[])", v, "ok")
-        for fn in ("cancel", "retry")
+        for fn in ("cancel", "retry", "run_now")
         for n, v in [
             ("empty", ([],)),
             ("extremes", ([INT8_MIN, -1, 0, INT8_MAX],)),
@@ -765,6 +765,9 @@ CASES = [
     case("unschedule-null", "SELECT pgq.unschedule(%s)", (None,), "PQ001"),
     case("unschedule-empty", "SELECT pgq.unschedule(%s)", ("",), "ok"),
     case("unschedule-1mb", "SELECT pgq.unschedule(%s)", (LONG,), "ok"),
+    case("trigger-schedule-null", "SELECT pgq.trigger_schedule(%s)", (None,), "PQ001"),
+    case("trigger-schedule-unknown", "SELECT pgq.trigger_schedule(%s)", ("",), "PQ001"),
+    case("trigger-schedule-1mb", "SELECT pgq.trigger_schedule(%s)", (LONG,), "PQ001"),
     # now: from 1970-01-01 up to the end of 9999 UTC, else PQ001 (no overflow near the ends of time).
     *[
         case(f"run-schedules-{v}", RUN_SCHEDULES, (v,), "PQ001")
@@ -1818,6 +1821,7 @@ MULTIDIMENSIONAL: list[tuple[str, str, Params]] = [
     ("cancel", "SELECT pgq.cancel(%s::bigint[])", lambda c: ([[c.queued], [c.dead]],)),
     ("cancel-3d", "SELECT pgq.cancel(%s::bigint[])", lambda c: ([[[c.queued]]],)),
     ("retry", "SELECT pgq.retry(%s::bigint[])", lambda c: ([[c.dead, c.queued]],)),
+    ("run-now", "SELECT pgq.run_now(%s::bigint[])", lambda c: ([[c.queued], [c.dead]],)),
     ("complete-ids", COMPLETE, lambda c: (c.worker, [[c.held]])),
     ("complete-results", COMPLETE_RESULTS, lambda c: (c.worker, [c.held, c.queued], [["{}"], ['{"r": 1}']])),
     ("enqueue-depends-on", enq_arg("depends_on", "bigint[]"), lambda c: ([[c.queued], [c.held]],)),

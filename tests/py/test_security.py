@@ -70,6 +70,8 @@ FUNCTIONS: dict[str, set[str]] = {
     "schedule": {ADMIN},
     "unschedule": {ADMIN},
     "run_schedules": {ADMIN},
+    "run_now": {ADMIN},
+    "trigger_schedule": {ADMIN},
     "prune": {ADMIN},
     "stats": {WORKER, ADMIN},
     "version": {PRODUCER, WORKER, ADMIN},

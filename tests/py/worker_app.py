@@ -305,3 +305,19 @@ def fan_merge(job: pgq.Job) -> object:
 async def fan_merge_async(job: pgq.Job) -> object:
     results = await job.dependency_results()
     return {"ids": sorted(results), "sum": sum(r["n"] for r in results.values())}
+
+
+def _price(row: dict) -> float:
+    try:
+        return float(row["price"])
+    except ValueError:
+        raise ValueError(f"row {row['n']}: column 'price' is not a number") from None
+
+
+@worker.entrypoint("bad_row")
+def bad_row(job: pgq.Job) -> None:
+    """A sync handler that fails in a helper of its own: a traceback of the user's frames
+    under the worker's, the thread pool's and asyncio's."""
+    record(job)
+    for row in job.payload["rows"]:
+        _price(row)

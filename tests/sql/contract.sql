@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(281);
+SELECT plan(295);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -14,8 +14,8 @@ SELECT functions_are(
         'enqueue_batch', 'enqueue_job', 'enqueue_trigger', 'explain', 'forget_steps',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step',
         'register_worker', 'release', 'resume',
-        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep', 'unregister_worker',
-        'unschedule', 'version', 'watch'
+        'retry', 'run_now', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep',
+        'trigger_schedule', 'unregister_worker', 'unschedule', 'version', 'watch'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -176,6 +176,16 @@ SELECT is(
     'pgq.retry arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.run_now(bigint[])')),
+    'job_ids bigint[]',
+    'pgq.run_now arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.trigger_schedule(text)')),
+    'name text',
+    'pgq.trigger_schedule arguments: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.run_schedules(timestamp with time zone)')),
     'now timestamp with time zone DEFAULT NULL::timestamp with time zone',
     'pgq.run_schedules arguments: names, types and defaults'
@@ -251,6 +261,8 @@ SELECT function_returns(
 SELECT function_returns('pgq', 'stats', ARRAY['interval'], 'setof record', 'pgq.stats returns setof record');
 SELECT function_returns('pgq', 'unregister_worker', ARRAY['uuid'], 'integer', 'pgq.unregister_worker returns integer');
 SELECT function_returns('pgq', 'unschedule', ARRAY['text'], 'boolean', 'pgq.unschedule returns boolean');
+SELECT function_returns('pgq', 'run_now', ARRAY['bigint[]'], 'integer', 'pgq.run_now returns integer');
+SELECT function_returns('pgq', 'trigger_schedule', ARRAY['text'], 'bigint', 'pgq.trigger_schedule returns bigint');
 
 -- Fixed columns of the claim result (DESIGN: at least these).
 SELECT is_empty(
@@ -381,6 +393,8 @@ SELECT is_definer(
 SELECT is_definer('pgq', 'stats', ARRAY['interval'], 'pgq.stats is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unregister_worker', ARRAY['uuid'], 'pgq.unregister_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'unschedule', ARRAY['text'], 'pgq.unschedule is SECURITY DEFINER');
+SELECT is_definer('pgq', 'run_now', ARRAY['bigint[]'], 'pgq.run_now is SECURITY DEFINER');
+SELECT is_definer('pgq', 'trigger_schedule', ARRAY['text'], 'pgq.trigger_schedule is SECURITY DEFINER');
 SELECT is_empty(
     $$
         SELECT p.oid::regprocedure
@@ -632,6 +646,14 @@ SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_producer', AR
 SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.unschedule');
 SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.unschedule');
 SELECT function_privs_are('pgq', 'unschedule', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.unschedule');
+SELECT function_privs_are('pgq', 'run_now', ARRAY['bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.run_now');
+SELECT function_privs_are('pgq', 'run_now', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.run_now');
+SELECT function_privs_are('pgq', 'run_now', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.run_now');
+SELECT function_privs_are('pgq', 'run_now', ARRAY['bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.run_now');
+SELECT function_privs_are('pgq', 'trigger_schedule', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.trigger_schedule');
+SELECT function_privs_are('pgq', 'trigger_schedule', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.trigger_schedule');
+SELECT function_privs_are('pgq', 'trigger_schedule', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.trigger_schedule');
+SELECT function_privs_are('pgq', 'trigger_schedule', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.trigger_schedule');
 SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.version');
 SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.version');
 SELECT function_privs_are('pgq', 'version', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.version');

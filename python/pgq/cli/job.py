@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from .. import tracebacks
 from ..errors import UnknownJob
 from .output import dsn_option, handle_errors, last_line, make_client
 
@@ -17,10 +18,12 @@ from .output import dsn_option, handle_errors, last_line, make_client
 @dsn_option
 @click.argument("job_id", type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print pgq.job's document as JSON.")
+@click.option("--full", is_flag=True, help="Show tracebacks whole, with pgq's and Python's frames.")
 @handle_errors
-def job_command(dsn: str | None, job_id: int, as_json: bool) -> None:
-    """Show one job's whole story: status, payload, attempts with their full errors, result,
-    timings, and the jobs it waits for and that wait for it. Live or finished jobs."""
+def job_command(dsn: str | None, job_id: int, as_json: bool, full: bool) -> None:
+    """Show one job's whole story: status, payload, attempts with their errors, result,
+    timings, and the jobs it waits for and that wait for it. Live or finished jobs.
+    Tracebacks show the handler's frames; pgq's and Python's are collapsed (--full)."""
     with make_client(dsn) as client:
         story = client.job(job_id)
     if story is None:
@@ -28,11 +31,11 @@ def job_command(dsn: str | None, job_id: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(story, indent=2, sort_keys=True))
         return
-    for line in story_lines(story):
+    for line in story_lines(story, full):
         click.echo(line)
 
 
-def story_lines(story: dict[str, Any]) -> list[str]:
+def story_lines(story: dict[str, Any], full: bool = False) -> list[str]:
     status = story["status"] + (" (cancel requested)" if story["cancel_requested"] else "")
     max_attempts = story["max_attempts"]
     lines = [
@@ -81,11 +84,11 @@ def story_lines(story: dict[str, Any]) -> list[str]:
                 f"  attempt {a['attempt']} (delivery {a['deliveries']}), {_time(a['started_at'])}"
                 f" -> {_time(a['finished_at'])}, worker {a['worker_id']}:"
             )
-            lines += ["    " + line for line in (a["error"] or "").splitlines()]
+            lines += ["    " + line for line in tracebacks.shorten(a["error"], full).splitlines()]
     if story["error"] and story["status"] != "queued" and (not attempts or story["status"] != "dead"):
         lines.append(f"error: {story['error']}" if "\n" not in story["error"] else "error:")
         if "\n" in story["error"]:
-            lines += ["  " + line for line in story["error"].splitlines()]
+            lines += ["  " + line for line in tracebacks.shorten(story["error"], full).splitlines()]
     return lines
 
 

@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -28,14 +29,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from . import hosts, metrics
-from .queries import ENTRYPOINT_PAGE, FINISHED, FINISHED_WINDOWS, LIVE, Queries, make_pool
-from .render import register_filters
+from .queries import ACTIONS, ENTRYPOINT_PAGE, FINISHED, FINISHED_WINDOWS, LIVE, SETTINGS, Queries, make_pool
+from .render import register_filters, setting_text
 
 HERE = Path(__file__).parent
 # Autoescape everywhere: every value from the database is text, never markup.
@@ -50,6 +51,10 @@ CSP = (
 
 
 Next = Callable[[Request], Awaitable[Response]]
+
+# Bulk actions on jobs: what each verb says it did; ids per pgq call (at most 10000).
+VERBS = {"retry": "re-queued", "cancel": "canceled or discarded", "run_now": "made due now"}
+BULK_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,9 @@ def create_app(config: Config) -> Starlette:
         context.update(
             request=request,
             read_only=config.read_only,
+            # An error page offers nothing (and does not ask a database that may be down).
+            may=dict.fromkeys(ACTIONS, False) if name == "error.html" else allowed(),
+            now=datetime.now(timezone.utc),
             csrf=sessions.token(session),
             message=request.query_params.get("msg", ""),
             error=context.get("error") or request.query_params.get("err", ""),
@@ -163,6 +171,15 @@ def create_app(config: Config) -> Starlette:
         if known is None:
             sessions.set_cookie(response, request, session)
         return response
+
+    def allowed() -> dict[str, bool]:
+        """The actions the pages offer: those the role may run, none when read-only."""
+        if config.read_only:
+            return dict.fromkeys(ACTIONS, False)
+        try:
+            return db.may()
+        except psycopg.Error:  # the database is down: the page says so; offer nothing
+            return dict.fromkeys(ACTIONS, False)
 
     def guarded(render: Callable[[Request], Response]) -> Callable[[Request], Response]:
         """Database errors (a role without the privilege, a timeout) shown on the page."""
@@ -178,7 +195,10 @@ def create_app(config: Config) -> Starlette:
 
         return endpoint
 
-    async def action(request: Request, run: Callable[[dict[str, Any]], str]) -> Response:
+    async def action(request: Request, run: Callable[[Any], str], needs: str | None = None) -> Response:
+        """A POST: checks, then `run(form)` (the form's fields, `getlist` for repeated ones)
+        in a thread; back to the form's `back` page with its message. `needs`: the pgq
+        function it calls, refused up front (changing nothing) when the role may not run it."""
         form = await request.form()
         back = str(form.get("back") or "/")
         if not back.startswith("/") or back.startswith("//"):
@@ -191,8 +211,17 @@ def create_app(config: Config) -> Starlette:
         session = sessions.of(request)
         if session is None or not hmac.compare_digest(token.encode(), sessions.token(session).encode()):
             return PlainTextResponse("missing or wrong CSRF token (or session cookie)\n", status_code=403)
+        if needs is not None:
+            may = await run_in_threadpool(allowed)
+            if not may.get(needs):
+                role = await run_in_threadpool(db.role)
+                return PlainTextResponse(
+                    f"refused: the dashboard's database role {role} may not run pgq.{needs}"
+                    " (it has no EXECUTE on it; a member of pgq_admin may); nothing was changed\n",
+                    status_code=403,
+                )
         try:
-            text = await run_in_threadpool(run, dict(form))
+            text = await run_in_threadpool(run, form)
             key = "msg"
         except psycopg.errors.InsufficientPrivilege as exc:
             text, key = f"permission denied: {exc.diag.message_primary}", "err"
@@ -275,34 +304,160 @@ def create_app(config: Config) -> Starlette:
         job_id = request.path_params["job_id"]
         verb = request.path_params["verb"]
 
-        def run(form: dict[str, Any]) -> str:
+        def run(form: Any) -> str:
             if verb == "retry":
                 return f"job {job_id}: {'re-queued' if db.retry([job_id]) else 'not dead, nothing to retry'}"
+            if verb == "run_now":
+                moved = db.run_now([job_id])
+                return f"job {job_id}: {'due now' if moved else 'not scheduled, nothing to run now'}"
             n = db.cancel([job_id])
             return f"job {job_id}: {'canceled (or cancel requested)' if n else 'not cancelable'}"
 
-        if verb not in ("retry", "cancel"):
+        if verb not in ("retry", "cancel", "run_now"):
             return PlainTextResponse("unknown action\n", status_code=404)
-        return await action(request, run)
+        return await action(request, run, needs=verb)
+
+    def _filter(source: Any) -> tuple[str, str, str]:
+        """(entrypoint, status, payload text) of a bulk action's filter. Of all live jobs,
+        retry acts on the dead ones and run now on the scheduled ones only: only those are
+        walked and counted."""
+        status = str(source.get("status") or "")
+        if not status:
+            status = {"retry": "dead", "run_now": "scheduled"}.get(str(source.get("verb") or ""), "")
+        return (
+            str(source.get("entrypoint") or ""),
+            status if status in LIVE else "",
+            str(source.get("q") or ""),
+        )
+
+    async def bulk(request: Request) -> Response:
+        """Retry, cancel (a dead job: discard) or run now: the selected jobs, or every live
+        job the filter matches (after the confirmation page), in chunks of BULK_CHUNK ids."""
+
+        def run(form: Any) -> str:
+            verb = str(form.get("verb") or "")
+            call = {"retry": db.retry, "cancel": db.cancel, "run_now": db.run_now}[verb]
+            if form.get("scope") == "all":
+                if form.get("confirm") != "yes":
+                    raise ValueError("not confirmed")
+                done = seen = after = 0
+                while True:
+                    ids = db.matching_ids(*_filter(form), after=after, limit=BULK_CHUNK)
+                    if not ids:
+                        break
+                    done += call(ids)
+                    seen += len(ids)
+                    after = ids[-1]
+            else:
+                ids = [int(i) for i in form.getlist("ids") if str(i).isdigit()]
+                if not ids:
+                    return "no job selected"
+                seen = len(ids)
+                done = sum(call(ids[i : i + BULK_CHUNK]) for i in range(0, len(ids), BULK_CHUNK))
+            return f"{VERBS[verb]} {done} of {seen} jobs"
+
+        form = await request.form()
+        verb = str(form.get("verb") or "")
+        if verb not in VERBS:
+            return PlainTextResponse("unknown action\n", status_code=404)
+        if form.get("scope") == "all" and form.get("confirm") != "yes":
+            text = "an action on all matching jobs needs its confirmation\n"
+            return PlainTextResponse(text, status_code=400)
+        return await action(request, run, needs=verb)
+
+    def bulk_confirm(request: Request) -> Response:
+        q = request.query_params
+        verb = q.get("verb", "")
+        if verb not in VERBS:
+            return page(request, "error.html", 404, error="unknown action")
+        entrypoint, status, text = _filter(q)
+        n = db.count_matching(entrypoint, status, text)
+        filters = {"entrypoint": entrypoint, "status": status, "q": text}
+        back = "/jobs?" + urlencode({k: v for k, v in filters.items() if v})
+        return page(
+            request,
+            "confirm.html",
+            verb=verb,
+            count=n,
+            filters=filters,
+            back=back,
+        )
+
+    async def trigger(request: Request) -> Response:
+        def run(form: Any) -> str:
+            name = str(form.get("name") or "")
+            return f"schedule {name}: enqueued job {db.trigger_schedule(name)}"
+
+        return await action(request, run, needs="trigger_schedule")
+
+    async def configure(request: Request) -> Response:
+        def run(form: Any) -> str:
+            name = str(form.get("entrypoint") or "")
+            current = db.entrypoint_settings(name) or {}
+            changes = {}
+            for key in SETTINGS:
+                value = str(form.get(key) or "").strip()
+                if value and value != setting_text(current.get(key)):
+                    changes[key] = value
+            if not changes:
+                return f"{name}: nothing changed"
+            db.configure(name, changes)
+            return f"{name}: set {', '.join(f'{k} = {v}' for k, v in changes.items())}"
+
+        return await action(request, run, needs="configure")
+
+    def entrypoint_page(request: Request) -> Response:
+        name = request.query_params.get("name", "")
+        queue = next((q for q in db.overview() if q.entrypoint == name), None)
+        settings = db.entrypoint_settings(name) if name else None
+        if queue is None and settings is None:
+            return page(request, "error.html", 404, error=f"no entrypoint {name!r}")
+        rows, _ = db.jobs(name, "", None, "", 1, "24h")
+        return page(
+            request,
+            "entrypoint.html",
+            ep=name,
+            q=queue,
+            settings=settings,
+            fields=SETTINGS,
+            rows=rows[:20],
+            schedules=db.schedules_of(name),
+        )
+
+    def worker_page(request: Request) -> Response:
+        worker_id = str(request.path_params["worker_id"])
+        row = db.worker(worker_id)
+        if row is None:
+            return page(request, "error.html", 404, error=f"no worker {worker_id} (unknown, or pruned)")
+        return page(
+            request,
+            "worker.html",
+            w=row,
+            running=db.running_of(worker_id),
+            history=db.worker_history(worker_id),
+        )
 
     async def retry_dead(request: Request) -> Response:
-        def run(form: dict[str, Any]) -> str:
+        def run(form: Any) -> str:
             ids = db.dead_ids(str(form.get("entrypoint") or ""))
             return f"re-queued {db.retry(ids) if ids else 0} dead jobs"
 
-        return await action(request, run)
+        return await action(request, run, needs="retry")
 
     async def pause(request: Request) -> Response:
         verb = request.path_params["verb"]
 
-        def run(form: dict[str, Any]) -> str:
+        def run(form: Any) -> str:
             name = str(form.get("entrypoint") or "")
             (db.pause if verb == "pause" else db.resume)(name)
             return f"{verb}d {name}"
 
         if verb not in ("pause", "resume"):
             return PlainTextResponse("unknown action\n", status_code=404)
-        return await action(request, run)
+        return await action(request, run, needs=verb)
+
+    def favicon(request: Request) -> Response:
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
     def healthz(request: Request) -> Response:
         try:
@@ -327,10 +482,17 @@ def create_app(config: Config) -> Starlette:
         Route("/api/series", guarded(series)),
         Route("/jobs", guarded(jobs)),
         Route("/jobs/{job_id:int}", guarded(job)),
+        Route("/jobs/bulk", bulk, methods=["POST"]),
+        Route("/jobs/bulk/confirm", guarded(bulk_confirm)),
         Route("/jobs/{job_id:int}/{verb}", job_action, methods=["POST"]),
         Route("/dead/retry", retry_dead, methods=["POST"]),
+        Route("/entrypoints/configure", configure, methods=["POST"]),
         Route("/entrypoints/{verb}", pause, methods=["POST"]),
+        Route("/entrypoint", guarded(entrypoint_page)),
+        Route("/schedules/trigger", trigger, methods=["POST"]),
         Route("/workers", guarded(workers)),
+        Route("/workers/{worker_id:uuid}", guarded(worker_page)),
+        Route("/favicon.ico", favicon),
         Route("/schedules", guarded(schedules)),
         Route("/settings", guarded(settings)),
         Route("/healthz", healthz),

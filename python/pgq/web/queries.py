@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -35,6 +36,22 @@ ENTRYPOINT_PAGE = 100  # entrypoints per page of the overview and the settings
 SEARCH_SPAN = 100_000  # jobs a payload search reads per page at most
 LIVE = ("queued", "scheduled", "waiting", "running", "dead")
 FINISHED = ("succeeded", "canceled", "failed")
+# pgq's functions behind the dashboard's actions (Queries.may tells which the role may run).
+ACTIONS = ("retry", "cancel", "run_now", "pause", "resume", "configure", "trigger_schedule")
+# The settings the dashboard edits: pgq.configure's arguments and their SQL types.
+SETTINGS = {
+    "max_attempts": "integer",
+    "backoff_base": "interval",
+    "backoff_max": "interval",
+    "lease": "interval",
+    "timeout": "interval",
+    "concurrency": "integer",
+    "rate": "numeric",
+    "retention": "interval",
+    "max_deliveries": "integer",
+    "key_concurrency": "integer",
+    "max_snoozes": "integer",
+}
 # How far back the browser looks for finished jobs (the outcome log has BRIN indexes only).
 FINISHED_WINDOWS = {"1h": "1 hour", "24h": "24 hours", "7d": "7 days"}
 
@@ -356,8 +373,14 @@ class Queries:
                 {"id": dep["id"], "status": dep["status"] or "unknown"}
                 for dep in story.get("depends_on") or []
             ]
+            held = [(live or {}).get("worker_id")] + [o["worker_id"] for o in outcomes]
+            names = self._worker_names(conn, [w for w in held if w is not None])
         final = next((o for o in reversed(outcomes) if o["outcome"] != "failed"), None)
         return {
+            # A job that is not running (dead, or queued for another attempt) has no start or
+            # worker of its own: its last run's are in the outcome log.
+            "last_run": outcomes[-1] if outcomes else None,
+            "worker_names": names,
             "id": job_id,
             "live": live,
             "status": (live or {}).get("status") or (final or {}).get("outcome") or "unknown",
@@ -370,6 +393,14 @@ class Queries:
             "headers": _pretty(story.get("headers")),
             "result": _pretty(final["result"]) if final and final["result"] is not None else None,
         }
+
+    @staticmethod
+    def _worker_names(conn: Any, ids: list[Any]) -> dict[Any, str]:
+        """Worker id -> name, for the ones pgq.workers still lists (histories show names)."""
+        if not ids:
+            return {}
+        rows = conn.execute("SELECT id, name FROM pgq.workers WHERE id = ANY (%s::uuid[])", (ids,))
+        return {r["id"]: r["name"] for r in rows}
 
     def workers(self) -> list[dict[str, Any]]:
         return self._all("SELECT * FROM pgq.workers LIMIT 500")
@@ -419,6 +450,99 @@ class Queries:
             {"ep": entrypoint, "limit": limit},
         )
         return [r["id"] for r in rows]
+
+    def run_now(self, ids: list[int]) -> int:
+        return self._one("SELECT pgq.run_now(%s::bigint[]) AS n", (ids,))["n"]
+
+    def trigger_schedule(self, name: str) -> int:
+        return self._one("SELECT pgq.trigger_schedule(%s) AS id", (name,))["id"]
+
+    def may(self) -> dict[str, bool]:
+        """Which of pgq's actions the dashboard's role may run (EXECUTE on the function, any
+        form of it): the pages offer only those. A role that may only read gets no buttons
+        and no edit forms, and its POSTs are refused before any call."""
+        rows = self._all(
+            "SELECT p.proname AS name, bool_or(has_function_privilege(p.oid, 'EXECUTE')) AS ok"
+            " FROM pg_catalog.pg_proc AS p"
+            " WHERE p.pronamespace = 'pgq'::regnamespace AND p.proname = ANY (%s::text[]) GROUP BY 1",
+            (list(ACTIONS),),
+        )
+        found = {r["name"]: r["ok"] for r in rows}
+        return {name: bool(found.get(name)) for name in ACTIONS}
+
+    def matching_ids(self, entrypoint: str, status: str, text: str, after: int, limit: int) -> list[int]:
+        """Ids of the live jobs a filter of the jobs page matches, in id order after `after`:
+        a bulk action on "all matching" walks them in chunks (each call takes 10000 ids at most)."""
+        where = ["id > %(after)s"]
+        params: dict[str, Any] = {"after": after, "limit": limit}
+        if entrypoint:
+            where.append("entrypoint = %(ep)s")
+            params["ep"] = entrypoint
+        if status == "scheduled":
+            where.append("status = 'queued' AND run_at > now()")
+        elif status == "queued":
+            where.append("status = 'queued' AND run_at <= now()")
+        elif status in LIVE:
+            where.append("status = %(status)s")
+            params["status"] = status
+        if text:
+            where.append("strpos(payload::text, %(text)s) > 0")
+            params["text"] = text
+        rows = self._all(
+            f"SELECT id FROM pgq.jobs WHERE {' AND '.join(where)} ORDER BY id LIMIT %(limit)s", params
+        )
+        return [r["id"] for r in rows]
+
+    def count_matching(self, entrypoint: str, status: str, text: str, cap: int = 1_000_000) -> int:
+        n = 0
+        after = 0
+        while n < cap:
+            ids = self.matching_ids(entrypoint, status, text, after, 10_000)
+            if not ids:
+                break
+            n += len(ids)
+            after = ids[-1]
+        return n
+
+    def role(self) -> str:
+        return self._one("SELECT current_user AS r")["r"]
+
+    def entrypoint_settings(self, entrypoint: str) -> dict[str, Any] | None:
+        rows = self._all("SELECT * FROM pgq.settings(ARRAY[%s]::text[], protocol => 2)", (entrypoint,))
+        return rows[0] if rows else None
+
+    def configure(self, entrypoint: str, changes: dict[str, str]) -> None:
+        """pgq.configure with the named arguments given (as text, cast to their types)."""
+        args = [sql.SQL("entrypoint => %s")]
+        params: list[Any] = [entrypoint]
+        for name, value in changes.items():
+            args.append(sql.SQL("{} => %s::{}").format(sql.Identifier(name), sql.SQL(SETTINGS[name])))
+            params.append(value)
+        query = sql.SQL("SELECT pgq.configure({}) AS ok").format(sql.SQL(", ").join(args))
+        with self.pool.connection() as conn:
+            conn.execute(query, params)
+
+    def worker(self, worker_id: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM pgq.workers WHERE id = %s::uuid", (worker_id,))
+
+    def worker_history(self, worker_id: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The worker's last runs in the outcome log (the last day: the log has BRIN indexes only)."""
+        return self._all(
+            "SELECT job_id, entrypoint, outcome, attempt, started_at, finished_at, error FROM pgq.outcomes"
+            " WHERE worker_id = %s::uuid AND finished_at > now() - interval '1 day'"
+            " ORDER BY finished_at DESC LIMIT %s",
+            (worker_id, limit),
+        )
+
+    def running_of(self, worker_id: str) -> list[dict[str, Any]]:
+        return self._all(
+            "SELECT id, entrypoint, started_at, attempt FROM pgq.jobs"
+            " WHERE status = 'running' AND worker_id = %s::uuid ORDER BY id LIMIT 200",
+            (worker_id,),
+        )
+
+    def schedules_of(self, entrypoint: str) -> list[dict[str, Any]]:
+        return self._all("SELECT * FROM pgq.schedules WHERE entrypoint = %s ORDER BY name", (entrypoint,))
 
     def pause(self, entrypoint: str) -> None:
         self._one("SELECT pgq.pause(%s) AS ok", (entrypoint,))

@@ -7,6 +7,8 @@ from typing import Any
 
 from jinja2 import Environment
 
+from .. import tracebacks
+
 NONE = "\N{EN DASH}"
 
 
@@ -52,5 +54,28 @@ def stamp(value: datetime | None) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
+def setting_text(value: Any) -> str:
+    """A setting as the edit form shows it and pgq.configure reads it back ('30 seconds',
+    '7 days'); '' for no value (no limit)."""
+    if value is None:
+        return ""
+    if not isinstance(value, timedelta):
+        return str(value)
+    s = value.total_seconds()
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if s >= size and s % size == 0:
+            return f"{s / size:.0f} {unit}"
+    return f"{s:g} seconds"
+
+
 def register_filters(env: Environment) -> None:
-    env.filters.update(duration=duration, count=count, ago=ago, stamp=stamp)
+    env.filters.update(
+        duration=duration,
+        count=count,
+        ago=ago,
+        stamp=stamp,
+        headline=tracebacks.headline,
+        segments=tracebacks.segments,
+        is_traceback=tracebacks.is_traceback,
+        setting=setting_text,
+    )

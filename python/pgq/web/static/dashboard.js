@@ -6,6 +6,23 @@
     var meta = document.querySelector('meta[name="csrf-token"]');
     if (meta) e.detail.headers["X-CSRF-Token"] = meta.content;
   });
+  // The jobs page: "select this page" and the count of selected jobs (bulk actions).
+  function countSelected(form) {
+    var out = document.getElementById("selected-count");
+    if (!out) return;
+    var n = form.querySelectorAll('input[name="ids"]:checked').length;
+    out.textContent = n + " selected";
+  }
+  document.addEventListener("change", function (e) {
+    var t = e.target, form = t.form;
+    if (!form) return;
+    if (t.dataset && t.dataset.selectAll) {
+      form.querySelectorAll('input[name="' + t.dataset.selectAll + '"]').forEach(function (box) {
+        box.checked = t.checked;
+      });
+    }
+    countSelected(form);
+  });
   var charts = [];
   function seriesFor(kind) {
     if (kind === "rate") {
@@ -27,8 +44,18 @@
     if (el.dataset.kind === "latency") {
       spec.series.slice(1).forEach(function (s) { s.points = { show: true, size: 5 }; });
     }
+    // Time labels on one line, in UTC like every time the dashboard shows, spaced so that
+    // they never overlap (uPlot's default two-line labels ran into each other).
+    var short = el.dataset.window === "5m";
+    var xaxis = { space: short ? 70 : 60, values: function (u, splits) {
+      return splits.map(function (t) {
+        return new Date(t * 1000).toISOString().slice(11, short ? 19 : 16);
+      });
+    } };
     el._plot = new uPlot({ title: spec.title, width: Math.max(el.clientWidth, 300), height: 200,
-                           series: spec.series, scales: { x: { time: true } } }, data, el);
+                           series: spec.series, axes: [xaxis, {}], tzDate: function (ts) {
+                             return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC");
+                           }, scales: { x: { time: true } } }, data, el);
   }
   function refresh(win) {
     var els = charts.filter(function (el) { return el.dataset.window === win; });
