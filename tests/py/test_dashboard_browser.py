@@ -281,7 +281,7 @@ def test_settings_edited_by_an_admin_and_refused_for_a_read_only_role(
                     "GRANT USAGE ON SCHEMA pgq TO {0};"
                     " GRANT SELECT ON pgq.jobs, pgq.outcomes, pgq.workers, pgq.schedules, pgq.queues TO {0};"
                     " GRANT EXECUTE ON FUNCTION pgq.stats(interval), pgq.settings(text[]),"
-                    " pgq.settings(text[], integer) TO {0}"
+                    " pgq.settings(text[], integer), pgq._queue_counts(integer) TO {0}"
                 ).format(sql.Identifier(role))
             )
         with serve(Config(dsn=make_conninfo(dsn, user=role))) as ro:

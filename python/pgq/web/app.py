@@ -408,11 +408,11 @@ def create_app(config: Config) -> Starlette:
 
     def entrypoint_page(request: Request) -> Response:
         name = request.query_params.get("name", "")
-        queue = next((q for q in db.overview() if q.entrypoint == name), None)
+        queue = db.queue(name) if name else None
         settings = db.entrypoint_settings(name) if name else None
         if queue is None and settings is None:
             return page(request, "error.html", 404, error=f"no entrypoint {name!r}")
-        rows, _ = db.jobs(name, "", None, "", 1, "24h")
+        rows = db.jobs(entrypoint=name, window="24h").rows
         return page(
             request,
             "entrypoint.html",

@@ -205,6 +205,16 @@ class Queries:
         )
         return result
 
+    def queue(self, name: str) -> Queue | None:
+        """One entrypoint's row of the overview (its pgq.queues counts and last 5 minutes),
+        None when neither knows it."""
+        rows, limit = self.queues()
+        row = next((r for r in rows if r["entrypoint"] == name), None)
+        stats = next((r for r in self.stats() if r["entrypoint"] == name), None)
+        if row is None and stats is None:
+            return None
+        return _queue(name, row, stats, limit)
+
     def stats(self, since: str = "5 minutes") -> list[dict[str, Any]]:
         """pgq.stats(since): per entrypoint, outcomes and latency percentiles of the window."""
         return self._all("SELECT * FROM pgq.stats(%s::interval)", (since,))
