@@ -297,7 +297,12 @@ def test_enqueue_run_at_and_delay(dsn: str, client: Client) -> None:
 
 def test_enqueue_count_uses_batches(dsn: str, client: Client) -> None:
     result = run(dsn, "enqueue", "bulk", '{"n": 1}', "--count", "10005", "--priority", "3")
-    assert ok(result).strip() == "enqueued 10005 jobs"
+    # The ids, one a line, on stdout (for a script); how many on stderr.
+    ids = [int(line) for line in ok(result).split()]
+    assert len(ids) == len(set(ids)) == 10005
+    assert result.stderr.strip().splitlines()[-1] == "enqueued 10005 jobs"
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT array_agg(id ORDER BY id) FROM pgq.jobs").fetchone()[0] == sorted(ids)
     # Over the 10,000 pgq.queues counts exactly by default: raised for an exact count.
     with Client(make_conninfo(dsn, options="-c pgq.queues_exact_limit=20000")) as exact:
         [queue] = exact.queues()
@@ -306,9 +311,30 @@ def test_enqueue_count_uses_batches(dsn: str, client: Client) -> None:
     assert {j.payload["n"] for j in jobs} == {1} and {j.priority for j in jobs} == {3}
 
 
+def test_enqueue_headers_and_depends_on(dsn: str, client: Client) -> None:
+    first = int(ok(run(dsn, "enqueue", "step", "--headers", '{"trace": "t-1"}')))
+    second = int(ok(run(dsn, "enqueue", "step")))
+    third = int(
+        ok(run(dsn, "enqueue", "step", "--depends-on", f"{first},{second}", "--depends-on", str(first)))
+    )
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT id, status, headers, depends_on FROM pgq.jobs ORDER BY id").fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (first, "queued", {"trace": "t-1"}),
+        (second, "queued", None),
+        (third, "waiting", None),
+    ]
+    assert sorted(set(rows[2][3])) == [first, second]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["email", "--headers", "[1]"], "--headers must be a JSON object"),
+        (["email", "--headers", "{"], "--headers is not valid JSON"),
+        (["email", "--depends-on", "x"], "--depends-on takes job ids"),
+        (["email", "--count", "2", "--headers", "{}"], "--count cannot be combined"),
+        (["email", "--depends-on", "99999999"], "depends_on"),
         (["email", "{not json"], "PAYLOAD_JSON is not valid JSON"),
         (["email", "--run-at", "tomorrow"], "--run-at 'tomorrow' is not an ISO 8601 time"),
         (["email", "--run-at", "2030-01-01", "--delay", "5"], "exclude each other"),

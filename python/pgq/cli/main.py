@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from datetime import datetime, timedelta
@@ -96,6 +97,13 @@ def _parse_run_at(run_at: str | None, delay: float | None) -> datetime | timedel
 @click.option("--max-attempts", type=int, help="Runs before the job is dead.")
 @click.option("--count", type=click.IntRange(min=1), help="Enqueue this many copies, in batches.")
 @click.option("--concurrency-key", help="The key (tenant, customer) the job counts against.")
+@click.option("--headers", "headers_json", metavar="JSON", help="Headers of the job, a JSON object.")
+@click.option(
+    "--depends-on",
+    metavar="ID[,ID...]",
+    multiple=True,
+    help="Wait until these jobs have succeeded (repeatable, or comma separated).",
+)
 @handle_errors
 def enqueue(
     dsn: str | None,
@@ -111,19 +119,29 @@ def enqueue(
     max_attempts: int | None,
     count: int | None,
     concurrency_key: str | None,
+    headers_json: str | None,
+    depends_on: tuple[str, ...],
 ) -> None:
     """Enqueue a job of ENTRYPOINT with PAYLOAD_JSON ('-' reads it from stdin).
 
-    Prints the job id, or with --count the number of jobs enqueued. When a job with the
-    dedupe key stands for this one, its id is printed and stderr says so (kept or replaced).
+    Prints the job id; with --count, the ids one a line (stderr says how many). When a job
+    with the dedupe key stands for this one, its id is printed and stderr says so (kept or
+    replaced).
     """
     payload = parse_payload(payload_json)
     when = _parse_run_at(run_at, delay)
+    headers = _parse_headers(headers_json)
+    parents = _parse_ids("--depends-on", depends_on)
     dedupe = {"dedupe_scope": dedupe_scope, "dedupe_window": dedupe_window, "dedupe_mode": dedupe_mode}
     if count is None:
         with make_client(dsn) as client:
             args: dict[str, Any] = dict(
-                priority=priority, run_at=when, max_attempts=max_attempts, concurrency_key=concurrency_key
+                priority=priority,
+                run_at=when,
+                max_attempts=max_attempts,
+                concurrency_key=concurrency_key,
+                headers=headers,
+                depends_on=parents,
             )
             if dedupe_key is None:
                 # Plain jobs take pgq.enqueue; options without a key are refused by the database.
@@ -136,10 +154,18 @@ def enqueue(
         elif not done_job.created:
             click.echo(f"not created: job {done_job.id} has the same dedupe key", err=True)
         return
-    if dedupe_key is not None or max_attempts is not None or any(v is not None for v in dedupe.values()):
+    if (
+        dedupe_key is not None
+        or max_attempts is not None
+        or headers is not None
+        or parents is not None
+        or any(v is not None for v in dedupe.values())
+    ):
+        # pgq.enqueue_batch, which --count uses, takes none of them.
         raise ValueError(
-            "--count cannot be combined with --dedupe-key (or its options) or --max-attempts;"
-            " set max attempts with `pgq configure ENTRYPOINT --max-attempts N`"
+            "--count cannot be combined with --dedupe-key (or its options), --max-attempts,"
+            " --headers or --depends-on; set max attempts with"
+            " `pgq configure ENTRYPOINT --max-attempts N`"
         )
     done = 0
     with (
@@ -149,20 +175,48 @@ def enqueue(
         try:
             while done < count:
                 size = min(BATCH, count - done)
-                client.enqueue_batch(
+                ids = client.enqueue_batch(
                     entrypoint,
                     [payload] * size,
                     priority=priority,
                     run_at=when,
                     concurrency_keys=None if concurrency_key is None else [concurrency_key] * size,
                 )
+                # Each batch's ids as soon as it is committed: after an error, the ids printed
+                # are exactly the jobs that exist.
+                click.echo("\n".join(map(str, ids)))
                 done += size
                 bar.update(size)
         except Exception:
             if done:
                 click.echo(f"\n{done} of {count} jobs were enqueued before the error", err=True)
             raise
-    click.echo(f"enqueued {done} job{'s' if done != 1 else ''}")
+    click.echo(f"enqueued {plural(done)}", err=True)
+
+
+def _parse_headers(text: str | None) -> dict[str, Any] | None:
+    """--headers: a JSON object (pgq.enqueue refuses anything else; said here by name)."""
+    if text is None:
+        return None
+    try:
+        headers = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--headers is not valid JSON: {exc}") from None
+    if not isinstance(headers, dict):
+        raise ValueError(f"--headers must be a JSON object, got {text!r}")
+    return headers
+
+
+def _parse_ids(option: str, values: tuple[str, ...]) -> list[int] | None:
+    """Job ids given as a repeatable option, each value one id or several, comma separated."""
+    ids: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            try:
+                ids.append(int(part.strip()))
+            except ValueError:
+                raise ValueError(f"{option} takes job ids (e.g. 12,13), got {value!r}") from None
+    return ids or None
 
 
 @main.command()
