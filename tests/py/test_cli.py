@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from psycopg.conninfo import make_conninfo
+from rich.console import Console
 
 import pgq.cli.status
 from pgq import Client
@@ -144,6 +145,54 @@ def test_status_shows_stats_of_the_last_minutes(dsn: str, conn: psycopg.Connecti
     hour = ok(run(dsn, "status", "--since", "1 hour")).splitlines()
     title = hour.index("stats for the last 1 hour")
     assert [line.split()[:2] for line in hour[title + 3 : title + 5]] == [["email", "3"], ["old", "1"]]
+
+
+def test_status_after_a_drain_lists_the_entrypoints_that_ran(dsn: str, conn: psycopg.Connection) -> None:
+    """Drained, pgq.queues has no row of an entrypoint without jobs or settings; status
+    still lists the entrypoints of its statistics, with nothing queued (not `queues: none`
+    above three entrypoints that just ran jobs)."""
+    for entrypoint in ("email", "sms", "push"):
+        finish(conn, entrypoint, 2)
+    lines = ok(run(dsn, "status")).splitlines()
+    assert "queues: none" not in lines
+    title = lines.index("queues")
+    rows = [line.split() for line in lines[title + 3 : title + 6]]
+    assert [r[:6] for r in rows] == [[e, "0", "0", "0", "0", "0"] for e in ("email", "push", "sms")]
+
+
+def render_at(width: int, frame: object) -> list[str]:
+    console = Console(width=width, no_color=True)
+    with console.capture() as captured:
+        console.print(frame)
+    return captured.get().splitlines()
+
+
+def test_status_watch_fits_60_80_and_120_columns_with_every_header_whole(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """Each column shown has its whole header and its whole values at every width (it
+    once cut the last column to its first letter: `wait p99   r` at 80 and 120 columns);
+    the least useful columns are left out instead, and more fit in a wider terminal."""
+    seed_dashboard(client, conn)
+    headers = {"entrypoint", "queued", "scheduled", "waiting", "running", "dead", "oldest", "paused"}
+    headers |= {"now/s", "1 min/s", "succeeded", "failed", "wait p50", "wait p99", "run p50", "run p99"}
+    for long_name in (False, True):  # short names only, then a long one that takes more room
+        if long_name:
+            client.enqueue("a_longer_entrypoint_name", run_at=timedelta(hours=1))
+        with Client(dsn) as c:
+            snapshot = pgq.cli.status.take_snapshot(c, "5 minutes", 2.0)
+        shown = {}
+        for width in (60, 80, 120):
+            lines = render_at(width, pgq.cli.status.dashboard(snapshot, "5 minutes", 2.0))
+            assert max(len(line) for line in lines) <= width, lines
+            header = next(line for line in lines if line.startswith("entrypoint"))
+            cells = re.split(r"\s{2,}", header.strip())
+            assert set(cells) <= headers, (width, header)
+            email = re.split(r"\s{2,}", next(line for line in lines if line.startswith("email")).strip())
+            assert len(email) == len(cells), (width, header, email)  # no value cut or wrapped
+            shown[width] = cells
+        assert len(shown[60]) < len(shown[80]) < len(shown[120]) <= len(headers), shown
+        assert shown[60][:2] == ["entrypoint", "queued"] and "1 min/s" in shown[60], lines
 
 
 @pytest.mark.parametrize(
