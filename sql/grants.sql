@@ -79,10 +79,11 @@ TO pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
-pgq.pause(text),
+pgq.pause(text, boolean),
 pgq.resume(text),
 pgq.configure(
-    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer
+    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer,
+    boolean
 ),
 pgq.schedule(text, text, text, jsonb),
 pgq.unschedule(text),

@@ -318,8 +318,8 @@ class AsyncClient:
     async def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.retry(job_ids), conn))
 
-    async def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
-        await self._run(q.pause(entrypoint), conn)
+    async def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
+        await self._run(q.pause(entrypoint, create_new), conn)
 
     async def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
         await self._run(q.resume(entrypoint), conn)
@@ -339,6 +339,7 @@ class AsyncClient:
         max_deliveries: int | None = None,
         key_concurrency: int | None = None,
         max_snoozes: int | None = None,
+        create_new: bool | None = None,
         conn: Conn = None,
     ) -> None:
         call = q.configure(
@@ -354,6 +355,7 @@ class AsyncClient:
             max_deliveries=max_deliveries,
             key_concurrency=key_concurrency,
             max_snoozes=max_snoozes,
+            create_new=create_new,
         )
         await self._run(call, conn)
 

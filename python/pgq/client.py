@@ -398,9 +398,11 @@ class Client:
         """Re-queue dead jobs now with attempts reset (pgq.retry); returns how many."""
         return int(self._run(q.retry(job_ids), conn))
 
-    def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
-        """Stop claims of an entrypoint until resume(); enqueue still accepts jobs."""
-        self._run(q.pause(entrypoint), conn)
+    def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
+        """Stop claims of an entrypoint until resume(); enqueue still accepts jobs.
+        create_new=False refuses an entrypoint nothing names yet (no job, settings, schedule
+        or worker: a typo) with InvalidArgument; None or True pauses it anyway."""
+        self._run(q.pause(entrypoint, create_new), conn)
 
     def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
         """Let claims take an entrypoint's jobs again."""
@@ -421,6 +423,7 @@ class Client:
         max_deliveries: int | None = None,
         key_concurrency: int | None = None,
         max_snoozes: int | None = None,
+        create_new: bool | None = None,
         conn: Conn = None,
     ) -> None:
         """Set per-entrypoint settings (pgq.configure); None leaves a setting as it is.
@@ -430,6 +433,7 @@ class Client:
         (0.001 to 1000000; a Decimal, or a float or int); rate=0 removes the limit.
         key_concurrency: the most running jobs of one concurrency key (1: one at a time, in
         order); 0 removes the limit. max_snoozes: how often one job may snooze.
+        create_new=False refuses an entrypoint nothing names yet (a typo).
         Raises InvalidArgument; nothing changes then.
         """
         call = q.configure(
@@ -445,6 +449,7 @@ class Client:
             max_deliveries=max_deliveries,
             key_concurrency=key_concurrency,
             max_snoozes=max_snoozes,
+            create_new=create_new,
         )
         self._run(call, conn)
 

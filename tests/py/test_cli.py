@@ -456,13 +456,27 @@ def test_cancel_needs_ids(dsn: str) -> None:
     assert run(dsn, "cancel").exit_code == 2
 
 
-def test_pause_of_an_unused_entrypoint_says_so_but_pauses(dsn: str, client: Client) -> None:
-    out = ok(run(dsn, "pause", "emial"))
-    assert out.splitlines() == [
-        "paused emial",
-        "note: no job or setting has used 'emial' yet (is the name right?); it is paused anyway",
-    ]
-    assert [(q.entrypoint, q.paused) for q in client.queues()] == [("emial", True)]
+def test_pause_or_configure_of_an_unknown_entrypoint_is_refused_unless_created(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """A typo (`pgq pause emial`) once left a permanent paused row in pgq.queues: refused
+    now (by pgq.pause, create_new => false), and configure likewise; --create sets one up
+    before its first job. A job, settings, a schedule or a worker make a name known."""
+    client.enqueue("email")
+    for args in (["pause", "emial"], ["configure", "emial", "--concurrency", "2"]):
+        line = failed(run(dsn, *args))
+        assert "invalid argument entrypoint: 'emial' is unknown" in line and "create_new" in line, line
+    assert [q.entrypoint for q in client.queues()] == ["email"]  # nothing left behind
+    assert ok(run(dsn, "pause", "emial", "--create")).strip() == "paused emial"
+    assert "concurrency=2" in ok(run(dsn, "configure", "later", "--concurrency", "2", "--create"))
+    conn.execute("SELECT pgq.register_worker('w', ARRAY['served'])")
+    client.schedule("nightly", "0 3 * * *", "scheduled")
+    for known in ("email", "later", "served", "scheduled"):
+        assert ok(run(dsn, "pause", known)).strip() == f"paused {known}"
+    assert "concurrency=3" in ok(run(dsn, "configure", "served", "--concurrency", "3"))
+    # Calls of 0.2.0 (no create_new) keep creating.
+    conn.execute("SELECT pgq.pause('old_caller'), pgq.configure('old_cfg', max_attempts => 2)")
+    assert {"old_caller", "old_cfg"} <= {q.entrypoint for q in client.queues()}
 
 
 def test_pause_and_resume(dsn: str, client: Client) -> None:
@@ -480,7 +494,7 @@ def test_configure_sets_and_shows(dsn: str, client: Client) -> None:
     out = ok(
         run(
             dsn,
-            *("configure", "email", "--max-attempts", "8", "--backoff-base", "2 seconds"),
+            *("configure", "email", "--create", "--max-attempts", "8", "--backoff-base", "2 seconds"),
             *("--backoff-max", "10 minutes", "--lease", "45 seconds", "--timeout", "5 min"),
             *("--concurrency", "3", "--retention", "2 days", "--max-deliveries", "4"),
             *("--key-concurrency", "2", "--max-snoozes", "7"),
@@ -527,7 +541,7 @@ def test_configure_bad_input_is_one_line(dsn: str, args: list[str], message: str
 
 
 def test_configure_rate(dsn: str, client: Client) -> None:
-    assert "rate=2.5/s" in ok(run(dsn, "configure", "email", "--rate", "2.5"))
+    assert "rate=2.5/s" in ok(run(dsn, "configure", "email", "--rate", "2.5", "--create"))
     assert client.queues()[0].rate == Decimal("2.5")
     lines = ok(run(dsn, "status")).splitlines()
     assert next(line for line in lines if line.startswith("email")).split()[-1] == "2.5/s"

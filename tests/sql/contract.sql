@@ -46,14 +46,14 @@ SELECT is(
     'pgq.complete arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer)')),
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer, boolean)')),
     'entrypoint text, max_attempts integer DEFAULT NULL::integer, '
     || 'backoff_base interval DEFAULT NULL::interval, '
     || 'backoff_max interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, '
     || 'timeout interval DEFAULT NULL::interval, concurrency integer DEFAULT NULL::integer, '
     || 'rate numeric DEFAULT NULL::numeric, retention interval DEFAULT NULL::interval, '
     || 'max_deliveries integer DEFAULT NULL::integer, key_concurrency integer DEFAULT NULL::integer, '
-    || 'max_snoozes integer DEFAULT NULL::integer',
+    || 'max_snoozes integer DEFAULT NULL::integer, create_new boolean DEFAULT NULL::boolean',
     'pgq.configure arguments: names, types and defaults'
 );
 SELECT is(
@@ -129,8 +129,8 @@ SELECT is(
     'pgq.watch arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.pause(text)')),
-    'entrypoint text',
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.pause(text, boolean)')),
+    'entrypoint text, create_new boolean DEFAULT NULL::boolean',
     'pgq.pause arguments: names, types and defaults'
 );
 SELECT is(
@@ -207,7 +207,7 @@ SELECT function_returns(
     'pgq.claim (protocol form) returns setof record'
 );
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
-SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
+SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
 SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'record', 'pgq.enqueue_job returns record (one row: id, created, replaced)');
@@ -218,7 +218,7 @@ SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'setof bi
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
 SELECT function_returns('pgq', 'job', ARRAY['bigint'], 'jsonb', 'pgq.job returns jsonb');
 SELECT function_returns('pgq', 'watch', ARRAY['bigint'], 'text', 'pgq.watch returns text');
-SELECT function_returns('pgq', 'pause', ARRAY['text'], 'void', 'pgq.pause returns void');
+SELECT function_returns('pgq', 'pause', ARRAY['text', 'boolean'], 'void', 'pgq.pause returns void');
 SELECT function_returns('pgq', 'prune', ARRAY[]::name[], 'bigint', 'pgq.prune returns bigint');
 SELECT function_returns('pgq', 'reap', ARRAY[]::name[], 'integer', 'pgq.reap returns integer');
 SELECT function_returns('pgq', 'sweep', ARRAY[]::name[], 'integer', 'pgq.sweep returns integer');
@@ -320,7 +320,7 @@ SELECT is_definer(
     'pgq', 'claim', ARRAY['uuid', 'text[]', 'integer', 'integer'], 'pgq.claim (protocol form) is SECURITY DEFINER'
 );
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
-SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
+SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue_job is SECURITY DEFINER');
@@ -331,7 +331,7 @@ SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq.heartbeat 
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job', ARRAY['bigint'], 'pgq.job is SECURITY DEFINER');
 SELECT is_definer('pgq', 'watch', ARRAY['bigint'], 'pgq.watch is SECURITY DEFINER');
-SELECT is_definer('pgq', 'pause', ARRAY['text'], 'pgq.pause is SECURITY DEFINER');
+SELECT is_definer('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq.pause is SECURITY DEFINER');
 SELECT is_definer('pgq', 'prune', ARRAY[]::name[], 'pgq.prune is SECURITY DEFINER');
 SELECT is_definer('pgq', 'reap', ARRAY[]::name[], 'pgq.reap is SECURITY DEFINER');
 SELECT is_definer('pgq', 'sweep', ARRAY[]::name[], 'pgq.sweep is SECURITY DEFINER');
@@ -454,10 +454,10 @@ SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.complete');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
@@ -498,10 +498,10 @@ SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_producer', ARRAY
 SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.watch');
 SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.watch');
 SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.watch');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.pause');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.pause');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.pause');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'public', ARRAY[]::name[], 'public cannot execute pgq.pause');
 SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.prune');
 SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.prune');
 SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.prune');

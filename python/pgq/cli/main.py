@@ -310,20 +310,22 @@ def retry(dsn: str | None, ids: tuple[int, ...]) -> None:
     _report_unknown(unknown)
 
 
+_CREATE_HELP = (
+    "Also an entrypoint that nothing names yet (no job, settings, schedule or worker);"
+    " without it, such a name (a typo?) is refused."
+)
+
+
 @main.command()
 @dsn_option
 @click.argument("entrypoint")
+@click.option("--create", is_flag=True, help=_CREATE_HELP)
 @handle_errors
-def pause(dsn: str | None, entrypoint: str) -> None:
+def pause(dsn: str | None, entrypoint: str, create: bool) -> None:
     """Stop claims of ENTRYPOINT; running jobs finish, enqueue still works."""
     with make_client(dsn) as client:
-        known = any(q.entrypoint == entrypoint for q in client.queues())
-        client.pause(entrypoint)
+        client.pause(entrypoint, create_new=create)
     click.echo(f"paused {entrypoint}")
-    if not known:
-        click.echo(
-            f"note: no job or setting has used {entrypoint!r} yet (is the name right?); it is paused anyway"
-        )
 
 
 @main.command()
@@ -370,6 +372,7 @@ def _settings(row: QueueRow) -> str:
     help="Running jobs of one concurrency key; 1: one at a time, in order; 0: no limit.",
 )
 @click.option("--max-snoozes", type=int, help="Snoozes one job may take before a snooze fails it.")
+@click.option("--create", is_flag=True, help=_CREATE_HELP)
 @handle_errors
 def configure(
     dsn: str | None,
@@ -385,10 +388,12 @@ def configure(
     max_deliveries: int | None,
     key_concurrency: int | None,
     max_snoozes: int | None,
+    create: bool,
 ) -> None:
     """Set ENTRYPOINT's settings (PostgreSQL interval text for intervals, e.g. '30 seconds').
 
-    Options left out keep their value; without options, print the current settings.
+    Options left out keep their value; without options, print the current settings. An
+    entrypoint that nothing names yet (no job, settings, schedule or worker) needs --create.
     """
     settings = {
         "max_attempts": max_attempts,
@@ -405,7 +410,7 @@ def configure(
     }
     with make_client(dsn) as client:
         if any(v is not None for v in settings.values()):
-            client.configure(entrypoint, **settings)
+            client.configure(entrypoint, **settings, create_new=create)
         row = next((q for q in client.queues() if q.entrypoint == entrypoint), None)
     if row is None:
         click.echo(f"{entrypoint}: no jobs and no settings (defaults apply)")
