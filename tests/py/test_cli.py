@@ -454,6 +454,66 @@ def test_retry(dsn: str, client: Client, conn: psycopg.Connection) -> None:
 
 def test_cancel_needs_ids(dsn: str) -> None:
     assert run(dsn, "cancel").exit_code == 2
+    assert run(dsn, "retry").exit_code == 2
+    assert run(dsn, "cancel", "1", "--entrypoint", "x").exit_code == 2  # ids or filters
+
+
+def kill(conn: psycopg.Connection, entrypoint: str, n: int) -> list[int]:
+    """n dead jobs of entrypoint (one attempt each, failed)."""
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pgq.enqueue(%s, max_attempts => 1) FROM generate_series(1, %s)", (entrypoint, n)
+        )
+    ]
+    worker = conn.execute("SELECT pgq.register_worker('killer', ARRAY[%s])", (entrypoint,)).fetchone()[0]
+    for job_id in ids:
+        conn.execute("SELECT count(*) FROM pgq.claim(%s, ARRAY[%s], 1)", (worker, entrypoint))
+        conn.execute("SELECT pgq.fail(%s, %s, 'boom')", (worker, job_id))
+    return ids
+
+
+def test_retry_and_cancel_say_why_a_job_was_left_alone(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """Retrying a finished or live job did nothing and said `re-queued 0 of 1 job`, exit 0:
+    now each job left alone is named with why, and nothing done at all is exit 1."""
+    finish(conn, "done", 1)
+    [succeeded] = [o.job_id for o in client.outcomes(entrypoint="done")]
+    canceled, queued = client.enqueue("c"), client.enqueue("c")
+    client.cancel([canceled])
+    [dead] = kill(conn, "dying", 1)
+    result = run(dsn, "retry", str(succeeded), str(canceled), str(queued))
+    assert result.exit_code == 1 and result.stdout.strip() == "re-queued 0 of 3 jobs", result.output
+    assert result.stderr.splitlines() == [
+        f"job {succeeded}: not re-queued: it has finished (succeeded); only dead jobs are retried",
+        f"job {canceled}: not re-queued: it has finished (canceled); only dead jobs are retried",
+        f"job {queued}: not re-queued: it is queued, not dead",
+        "error: no job was re-queued",
+    ]
+    # Some done: exit 0, the others still named.
+    result = run(dsn, "retry", str(dead), str(succeeded))
+    assert result.exit_code == 0 and result.stdout.strip() == "re-queued 1 of 2 jobs", result.output
+    assert "not re-queued: it has finished (succeeded)" in result.stderr
+    result = run(dsn, "cancel", str(succeeded))
+    assert result.exit_code == 1 and result.stdout.strip() == "canceled 0 of 1 job", result.output
+    assert result.stderr.splitlines() == [
+        f"job {succeeded}: not canceled: it has finished (succeeded)",
+        "error: no job was canceled",
+    ]
+
+
+def test_retry_and_cancel_by_filters(dsn: str, client: Client, conn: psycopg.Connection) -> None:
+    dying, other = kill(conn, "dying", 3), kill(conn, "other", 1)
+    assert ok(run(dsn, "retry", "--entrypoint", "dying", "--status", "dead")).strip() == "re-queued 3 jobs"
+    assert [client.job_status(i) for i in dying + other] == ["queued", "queued", "queued", "dead"]
+    result = run(dsn, "retry", "--entrypoint", "dying")
+    assert result.exit_code == 1 and "no job was re-queued" in result.stderr  # nothing dead left
+    later = client.enqueue("dying", run_at=timedelta(hours=1))
+    assert ok(run(dsn, "cancel", "--entrypoint", "dying", "--status", "queued")).strip() == "canceled 4 jobs"
+    assert [client.job_status(i) for i in [*dying, later]] == ["canceled"] * 4
+    assert ok(run(dsn, "cancel", "--status", "dead")).strip() == "canceled 1 job"  # discarded
+    assert client.jobs() == []
 
 
 def test_pause_or_configure_of_an_unknown_entrypoint_is_refused_unless_created(

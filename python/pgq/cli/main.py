@@ -15,6 +15,7 @@ from .. import __version__
 from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..queries import OUTCOMES
+from .act import COMMANDS as ACT
 from .dashboard import dashboard_command
 from .job import job_command, wait_command
 from .lifecycle import COMMANDS as LIFECYCLE
@@ -273,43 +274,6 @@ def jobs(dsn: str | None, entrypoint: str | None, status: str | None, limit: int
     )
 
 
-@main.command()
-@dsn_option
-@click.argument("ids", nargs=-1, required=True, type=int)
-@handle_errors
-def cancel(dsn: str | None, ids: tuple[int, ...]) -> None:
-    """Cancel jobs: queued, waiting and dead ones now, running ones at their next heartbeat.
-
-    Unknown ids are reported and make the command exit 1."""
-    with make_client(dsn) as client:
-        unknown = [i for i in dict.fromkeys(ids) if client.job_status(i) is None]
-        n = client.cancel(ids)
-    click.echo(f"canceled {n} of {plural(len(set(ids)))}")
-    _report_unknown(unknown)
-
-
-def _report_unknown(unknown: list[int]) -> None:
-    if unknown:
-        click.echo(
-            f"error: unknown job id{'s' if len(unknown) > 1 else ''}: {', '.join(map(str, unknown))}",
-            err=True,
-        )
-        sys.exit(1)
-
-
-@main.command()
-@dsn_option
-@click.argument("ids", nargs=-1, required=True, type=int)
-@handle_errors
-def retry(dsn: str | None, ids: tuple[int, ...]) -> None:
-    """Re-queue dead jobs now, with their attempts reset. Unknown ids make it exit 1."""
-    with make_client(dsn) as client:
-        unknown = [i for i in dict.fromkeys(ids) if client.job_status(i) is None]
-        n = client.retry(ids)
-    click.echo(f"re-queued {n} of {plural(len(set(ids)))}")
-    _report_unknown(unknown)
-
-
 _CREATE_HELP = (
     "Also an entrypoint that nothing names yet (no job, settings, schedule or worker);"
     " without it, such a name (a typo?) is refused."
@@ -420,6 +384,7 @@ def configure(
 
 for command in (
     *LIFECYCLE,
+    *ACT,
     status,
     schedule,
     unschedule,
