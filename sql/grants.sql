@@ -79,6 +79,7 @@ TO pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
+pgq.rerun(bigint[]),
 pgq.pause(text, boolean),
 pgq.resume(text),
 pgq.configure(

@@ -31,7 +31,17 @@ from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Rerun,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 
 __all__ = ["AsyncClient"]
 
@@ -317,6 +327,10 @@ class AsyncClient:
 
     async def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.retry(job_ids), conn))
+
+    async def rerun(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> list[Rerun]:
+        rows: list[Rerun] = await self._run(q.rerun(job_ids), conn)
+        return rows
 
     async def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
         await self._run(q.pause(entrypoint, create_new), conn)

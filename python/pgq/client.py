@@ -31,7 +31,17 @@ from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
-from .rows import Enqueued, JobResult, JobRow, OutcomeRow, QueueRow, ScheduleRow, StatsRow, WorkerRow
+from .rows import (
+    Enqueued,
+    JobResult,
+    JobRow,
+    OutcomeRow,
+    QueueRow,
+    Rerun,
+    ScheduleRow,
+    StatsRow,
+    WorkerRow,
+)
 
 __all__ = [
     "LIVE_STATUSES",
@@ -397,6 +407,12 @@ class Client:
     def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         """Re-queue dead jobs now with attempts reset (pgq.retry); returns how many."""
         return int(self._run(q.retry(job_ids), conn))
+
+    def rerun(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> list[Rerun]:
+        """Enqueue finished jobs (succeeded, canceled, discarded) again, each as a new job
+        from its stored row (pgq.rerun); live and unknown ids are skipped."""
+        rows: list[Rerun] = self._run(q.rerun(job_ids), conn)
+        return rows
 
     def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
         """Stop claims of an entrypoint until resume(); enqueue still accepts jobs.

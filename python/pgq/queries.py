@@ -27,6 +27,7 @@ from .rows import (
     JobRow,
     OutcomeRow,
     QueueRow,
+    Rerun,
     ScheduleRow,
     StatsRow,
     SweepRow,
@@ -441,6 +442,15 @@ def cancel(job_ids: int | Iterable[int]) -> Call:
 
 def retry(job_ids: int | Iterable[int]) -> Call:
     return Call("SELECT pgq.retry(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
+
+
+def rerun(job_ids: int | Iterable[int]) -> Call:
+    return Call(
+        "SELECT * FROM pgq.rerun(job_ids => %s::bigint[])",
+        (_ids("job_ids", job_ids),),
+        shape="rows",
+        row_class=Rerun,
+    )
 
 
 def pause(entrypoint: str, create_new: bool | None = None) -> Call:

@@ -486,8 +486,10 @@ def test_retry_and_cancel_say_why_a_job_was_left_alone(
     result = run(dsn, "retry", str(succeeded), str(canceled), str(queued))
     assert result.exit_code == 1 and result.stdout.strip() == "re-queued 0 of 3 jobs", result.output
     assert result.stderr.splitlines() == [
-        f"job {succeeded}: not re-queued: it has finished (succeeded); only dead jobs are retried",
-        f"job {canceled}: not re-queued: it has finished (canceled); only dead jobs are retried",
+        f"job {succeeded}: not re-queued: it has finished (succeeded); only dead jobs are retried"
+        " (--finished runs it again as a new job)",
+        f"job {canceled}: not re-queued: it has finished (canceled); only dead jobs are retried"
+        " (--finished runs it again as a new job)",
         f"job {queued}: not re-queued: it is queued, not dead",
         "error: no job was re-queued",
     ]
@@ -501,6 +503,50 @@ def test_retry_and_cancel_say_why_a_job_was_left_alone(
         f"job {succeeded}: not canceled: it has finished (succeeded)",
         "error: no job was canceled",
     ]
+
+
+def test_retry_finished_runs_them_again_as_new_jobs(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """--finished (pgq.rerun): a succeeded and a canceled job run again, each as a new job
+    from its stored row; the old ids keep their outcomes. A re-run's dedupe key is honoured:
+    while the first re-run is live, another is not created."""
+    done = client.enqueue("report", {"day": 1}, dedupe_key="day-1", headers={"h": "x"}, priority=4)
+    worker = conn.execute("SELECT pgq.register_worker('w', ARRAY['report'])").fetchone()[0]
+    conn.execute(
+        "SELECT pgq.complete(%(w)s, ARRAY(SELECT id FROM pgq.claim(%(w)s, ARRAY['report'], 1)))",
+        {"w": worker},
+    )
+    canceled = client.enqueue("report", {"day": 2})
+    client.cancel([canceled])
+    result = run(dsn, "retry", "--finished", str(done), str(canceled))
+    assert result.exit_code == 0, result.output
+    said = result.stdout.splitlines()
+    assert said[0] == "re-queued 0 of 2 jobs"
+    again = {
+        int(m[1]): (m[2], int(m[3]))
+        for m in (re.fullmatch(r"job (\d+) \((\w+)\) runs again as job (\d+)", line) for line in said[1:])
+        if m
+    }
+    assert {k: v[0] for k, v in again.items()} == {done: "succeeded", canceled: "canceled"}, said
+    jobs = {j.id: j for j in client.jobs()}
+    first = jobs[again[done][1]]
+    assert (first.payload, first.headers, first.priority, first.dedupe_key, first.status) == (
+        {"day": 1},
+        {"h": "x"},
+        4,
+        "day-1",
+        "queued",
+    )
+    assert jobs[again[canceled][1]].payload == {"day": 2}
+    assert [client.job_status(done), client.job_status(canceled)] == ["succeeded", "canceled"]
+    result = run(dsn, "retry", "--finished", str(done))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        f"job {done}: not run again: job {first.id}, live, holds its dedupe key",
+        "error: no job was re-queued",
+    ]
+    assert run(dsn, "retry", "--finished", "--entrypoint", "report").exit_code == 2
 
 
 def test_retry_and_cancel_by_filters(dsn: str, client: Client, conn: psycopg.Connection) -> None:

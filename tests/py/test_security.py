@@ -57,6 +57,7 @@ FUNCTIONS: dict[str, set[str]] = {
     "settings": {WORKER, ADMIN},
     "cancel": {ADMIN},
     "retry": {ADMIN},
+    "rerun": {ADMIN},
     "pause": {ADMIN},
     "resume": {ADMIN},
     "configure": {ADMIN},

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(262);
+SELECT plan(269);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -13,7 +13,7 @@ SELECT functions_are(
         'cancel', 'claim', 'complete', 'configure', 'enqueue', 'enqueue_batch', 'enqueue_job',
         'enqueue_trigger',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'prune', 'reap', 'register_worker', 'release', 'resume',
-        'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
+        'rerun', 'retry', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'sweep', 'unregister_worker',
         'unschedule', 'version', 'watch'
     ]::name[]
     || (
@@ -164,6 +164,11 @@ SELECT is(
     'pgq.retry arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.rerun(bigint[])')),
+    'job_ids bigint[]',
+    'pgq.rerun arguments: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.run_schedules(timestamp with time zone)')),
     'now timestamp with time zone DEFAULT NULL::timestamp with time zone',
     'pgq.run_schedules arguments: names, types and defaults'
@@ -226,6 +231,7 @@ SELECT function_returns('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'integer', 
 SELECT function_returns('pgq', 'register_worker', ARRAY['text', 'text[]'], 'uuid', 'pgq.register_worker returns uuid');
 SELECT function_returns('pgq', 'resume', ARRAY['text'], 'void', 'pgq.resume returns void');
 SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry returns integer');
+SELECT function_returns('pgq', 'rerun', ARRAY['bigint[]'], 'setof record', 'pgq.rerun returns a set of rows');
 SELECT function_returns('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'integer', 'pgq.run_schedules returns integer');
 SELECT function_returns('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'timestamp with time zone', 'pgq.schedule returns timestamp with time zone');
 SELECT function_returns('pgq', 'settings', ARRAY['text[]'], 'setof record', 'pgq.settings returns setof record');
@@ -339,6 +345,7 @@ SELECT is_definer('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq.release is S
 SELECT is_definer('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq.register_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'resume', ARRAY['text'], 'pgq.resume is SECURITY DEFINER');
 SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFINER');
+SELECT is_definer('pgq', 'rerun', ARRAY['bigint[]'], 'pgq.rerun is SECURITY DEFINER');
 SELECT is_definer('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules is SECURITY DEFINER');
 SELECT is_definer('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq.schedule is SECURITY DEFINER');
 SELECT is_definer('pgq', 'settings', ARRAY['text[]'], 'pgq.settings is SECURITY DEFINER');
@@ -538,6 +545,10 @@ SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_producer', ARR
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.retry');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.rerun');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.rerun');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.rerun');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.rerun');
 SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.run_schedules');
 SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.run_schedules');
 SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.run_schedules');

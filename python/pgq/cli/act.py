@@ -42,14 +42,18 @@ def _pages(
 
 
 def _states(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, bool]]:
-    """Each id's status (pgq.job_status: live or finished, None when unknown) and whether
-    its cancellation was requested already."""
+    """Each id's status (pgq.job_status: live or finished, None when unknown; a dead job
+    discarded by a cancel is 'discarded' here) and whether its cancellation was requested."""
     rows = conn.execute(
-        "SELECT i.id, pgq.job_status(i.id), coalesce(j.cancel_requested, false)"
+        "SELECT i.id, CASE WHEN j.id IS NULL AND pgq.job_status(i.id) = 'dead' THEN 'discarded'"
+        " ELSE pgq.job_status(i.id) END, coalesce(j.cancel_requested, false)"
         " FROM unnest(%s::bigint[]) AS i (id) LEFT JOIN pgq.jobs AS j ON j.id = i.id",
         (ids,),
     ).fetchall()
     return {i: (status, requested) for i, status, requested in rows}
+
+
+FINISHED = ("succeeded", "canceled", "discarded")
 
 
 def _filters(ids: tuple[int, ...], entrypoint: str | None, status: str | None) -> None:
@@ -103,7 +107,7 @@ def cancel(dsn: str | None, ids: tuple[int, ...], entrypoint: str | None, status
     left = []
     for i in wanted:
         state, requested = before[i]
-        if state in ("succeeded", "canceled"):
+        if state in FINISHED:
             left.append(f"job {i}: not canceled: it has finished ({state})")
         elif state == "running" and requested:
             left.append(f"job {i}: not canceled again: its cancellation was requested already")
@@ -117,14 +121,24 @@ def cancel(dsn: str | None, ids: tuple[int, ...], entrypoint: str | None, status
 @click.option(
     "--status", type=click.Choice(["dead"]), help="The jobs in this state (only dead ones are retried)."
 )
+@click.option(
+    "--finished",
+    is_flag=True,
+    help="Also run the finished jobs of IDS again (succeeded, canceled, discarded), each as a new job.",
+)
 @handle_errors
-def retry(dsn: str | None, ids: tuple[int, ...], entrypoint: str | None, status: str | None) -> None:
+def retry(
+    dsn: str | None, ids: tuple[int, ...], entrypoint: str | None, status: str | None, finished: bool
+) -> None:
     """Re-queue dead jobs now, with their attempts reset.
 
-    By IDS, or every dead job of --entrypoint (--status dead). Says why a job was not
-    re-queued (not dead, finished, its dedupe key taken by a live job); exits 1 when no job
-    was re-queued or an id is unknown."""
+    By IDS, or every dead job of --entrypoint (--status dead). With --finished, the finished
+    jobs of IDS run again too, each as a new job made from its stored row (pgq.rerun; the
+    old id keeps its outcome). Says why a job was not re-queued (not dead, finished, its
+    dedupe key taken by a live job); exits 1 when nothing was done or an id is unknown."""
     _filters(ids, entrypoint, status)
+    if finished and not ids:
+        raise click.UsageError("--finished goes with job ids")
     with psycopg.connect(resolve_dsn(dsn), autocommit=True) as conn:
         if not ids:
             n = 0
@@ -137,14 +151,28 @@ def retry(dsn: str | None, ids: tuple[int, ...], entrypoint: str | None, status:
         before = _states(conn, wanted)
         n = conn.execute("SELECT pgq.retry(%s::bigint[])", (wanted,)).fetchone()[0]
         after = _states(conn, [i for i in wanted if before[i][0] == "dead"])
+        again = [i for i in wanted if finished and before[i][0] in FINISHED]
+        reruns = conn.execute("SELECT * FROM pgq.rerun(%s::bigint[])", (again,)).fetchall() if again else []
     click.echo(f"re-queued {n} of {plural(len(wanted))}")
     left = []
+    for job_id, outcome, new_id, created in reruns:
+        if created:
+            click.echo(f"job {job_id} ({outcome}) runs again as job {new_id}")
+            n += 1
+        else:
+            left.append(f"job {job_id}: not run again: job {new_id}, live, holds its dedupe key")
+    rerun = {r[0] for r in reruns}
     for i in wanted:
         state = before[i][0]
         if state in ("queued", "waiting", "running"):
             left.append(f"job {i}: not re-queued: it is {state}, not dead")
-        elif state in ("succeeded", "canceled"):
-            left.append(f"job {i}: not re-queued: it has finished ({state}); only dead jobs are retried")
+        elif state in FINISHED and not finished:
+            left.append(
+                f"job {i}: not re-queued: it has finished ({state}); only dead jobs are retried"
+                " (--finished runs it again as a new job)"
+            )
+        elif state in FINISHED and i not in rerun:
+            left.append(f"job {i}: not run again: it left the outcome log meanwhile")
         elif state == "dead" and after[i][0] == "dead":
             left.append(
                 f"job {i}: not re-queued: a live job (or a newer dead one retried with it) has its dedupe key"
