@@ -20,6 +20,6 @@ BEGIN
     PERFORM pgq._invalid(argument,
         format('%L is unknown: no job, setting, schedule or worker names it', value),
         'Check the name (pgq.queues lists the entrypoints); to set up an entrypoint before '
-        || 'its first job, pass create_new => true.');
+        || 'its first job, pass create_new => true (on the command line: --create).');
 END
 $$;
