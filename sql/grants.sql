@@ -90,10 +90,12 @@ GRANT EXECUTE ON FUNCTION
 pgq.cancel(bigint[]),
 pgq.retry(bigint[]),
 pgq.forget_steps(bigint[]),
-pgq.pause(text),
+pgq.rerun(bigint[]),
+pgq.pause(text, boolean),
 pgq.resume(text),
 pgq.configure(
-    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer
+    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer,
+    boolean
 ),
 pgq.schedule(text, text, text, jsonb),
 pgq.unschedule(text),

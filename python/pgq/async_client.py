@@ -40,6 +40,7 @@ from .rows import (
     OutcomeRow,
     QueueRow,
     Reason,
+    Rerun,
     ScheduleRow,
     StatsRow,
     WorkerRow,
@@ -369,8 +370,12 @@ class AsyncClient:
     async def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
         return int(await self._run(q.forget_steps(job_ids), conn))
 
-    async def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
-        await self._run(q.pause(entrypoint), conn)
+    async def rerun(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> list[Rerun]:
+        rows: list[Rerun] = await self._run(q.rerun(job_ids), conn)
+        return rows
+
+    async def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
+        await self._run(q.pause(entrypoint, create_new), conn)
 
     async def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
         await self._run(q.resume(entrypoint), conn)
@@ -390,6 +395,7 @@ class AsyncClient:
         max_deliveries: int | None = None,
         key_concurrency: int | None = None,
         max_snoozes: int | None = None,
+        create_new: bool | None = None,
         conn: Conn = None,
     ) -> None:
         call = q.configure(
@@ -405,6 +411,7 @@ class AsyncClient:
             max_deliveries=max_deliveries,
             key_concurrency=key_concurrency,
             max_snoozes=max_snoozes,
+            create_new=create_new,
         )
         await self._run(call, conn)
 

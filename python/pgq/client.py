@@ -39,6 +39,7 @@ from .rows import (
     OutcomeRow,
     QueueRow,
     Reason,
+    Rerun,
     ScheduleRow,
     StatsRow,
     WorkerRow,
@@ -460,9 +461,17 @@ class Client:
         their next run starts over; with retry() in one transaction, a retry from scratch."""
         return int(self._run(q.forget_steps(job_ids), conn))
 
-    def pause(self, entrypoint: str, *, conn: Conn = None) -> None:
-        """Stop claims of an entrypoint until resume(); enqueue still accepts jobs."""
-        self._run(q.pause(entrypoint), conn)
+    def rerun(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> list[Rerun]:
+        """Enqueue finished jobs (succeeded, canceled, discarded) again, each as a new job
+        from its stored row (pgq.rerun); live and unknown ids are skipped."""
+        rows: list[Rerun] = self._run(q.rerun(job_ids), conn)
+        return rows
+
+    def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
+        """Stop claims of an entrypoint until resume(); enqueue still accepts jobs.
+        create_new=False refuses an entrypoint nothing names yet (no job, settings, schedule
+        or worker: a typo) with InvalidArgument; None or True pauses it anyway."""
+        self._run(q.pause(entrypoint, create_new), conn)
 
     def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
         """Let claims take an entrypoint's jobs again."""
@@ -483,6 +492,7 @@ class Client:
         max_deliveries: int | None = None,
         key_concurrency: int | None = None,
         max_snoozes: int | None = None,
+        create_new: bool | None = None,
         conn: Conn = None,
     ) -> None:
         """Set per-entrypoint settings (pgq.configure); None leaves a setting as it is.
@@ -492,6 +502,7 @@ class Client:
         (0.001 to 1000000; a Decimal, or a float or int); rate=0 removes the limit.
         key_concurrency: the most running jobs of one concurrency key (1: one at a time, in
         order); 0 removes the limit. max_snoozes: how often one job may snooze.
+        create_new=False refuses an entrypoint nothing names yet (a typo).
         Raises InvalidArgument; nothing changes then.
         """
         call = q.configure(
@@ -507,6 +518,7 @@ class Client:
             max_deliveries=max_deliveries,
             key_concurrency=key_concurrency,
             max_snoozes=max_snoozes,
+            create_new=create_new,
         )
         self._run(call, conn)
 

@@ -29,6 +29,7 @@ from .rows import (
     OutcomeRow,
     QueueRow,
     Reason,
+    Rerun,
     ScheduleRow,
     StatsRow,
     SweepRow,
@@ -506,8 +507,18 @@ def forget_steps(job_ids: int | Iterable[int]) -> Call:
     return Call("SELECT pgq.forget_steps(job_ids => %s::bigint[])", (_ids("job_ids", job_ids),), convert=int)
 
 
-def pause(entrypoint: str) -> Call:
-    return Call("SELECT pgq.pause(entrypoint => %s::text)", (entrypoint,), shape="none")
+def rerun(job_ids: int | Iterable[int]) -> Call:
+    return Call(
+        "SELECT * FROM pgq.rerun(job_ids => %s::bigint[])",
+        (_ids("job_ids", job_ids),),
+        shape="rows",
+        row_class=Rerun,
+    )
+
+
+def pause(entrypoint: str, create_new: bool | None = None) -> Call:
+    args, params = _named({"entrypoint": ("text", entrypoint)}, {"create_new": ("boolean", create_new)})
+    return Call(f"SELECT pgq.pause({args})", params, shape="none")
 
 
 def resume(entrypoint: str) -> Call:
@@ -528,6 +539,7 @@ def configure(
     max_deliveries: int | None,
     key_concurrency: int | None = None,
     max_snoozes: int | None = None,
+    create_new: bool | None = None,
 ) -> Call:
     intervals = {
         "backoff_base": backoff_base,
@@ -548,6 +560,7 @@ def configure(
             "max_deliveries": ("integer", max_deliveries),
             "key_concurrency": ("integer", key_concurrency),
             "max_snoozes": ("integer", max_snoozes),
+            "create_new": ("boolean", create_new),
         },
     )
     checks = tuple((name, value) for name, value in intervals.items() if isinstance(value, str))

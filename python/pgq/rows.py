@@ -39,6 +39,17 @@ class Enqueued:
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """A finished job enqueued again by pgq.rerun. new_id: the re-run, or the live job that
+    holds its dedupe key and stands for it (created is then False)."""
+
+    job_id: int
+    outcome: str
+    new_id: int
+    created: bool
+
+
+@dataclass(frozen=True)
 class QueueRow:
     """A row of the pgq.queues view: job counts, pause state and effective settings."""
 

@@ -20,6 +20,9 @@
 --   limit (no limit by default).
 -- max_snoozes (0-1000000, default 100): how often one job may snooze (pgq.snooze); a
 --   snooze past it fails the job instead.
+-- create_new (default NULL: TRUE, the behaviour of 0.2.0 and earlier): FALSE refuses an
+--   entrypoint that nothing names yet (no job, settings, schedule or worker), so that a
+--   typo does not leave a row in pgq.queues; TRUE sets one up before its first job.
 -- Returns nothing. Raises PQ001 for invalid arguments; nothing changes then.
 CREATE OR REPLACE FUNCTION pgq.configure(
     entrypoint text,
@@ -33,7 +36,8 @@ CREATE OR REPLACE FUNCTION pgq.configure(
     retention interval DEFAULT NULL,
     max_deliveries integer DEFAULT NULL,
     key_concurrency integer DEFAULT NULL,
-    max_snoozes integer DEFAULT NULL
+    max_snoozes integer DEFAULT NULL,
+    create_new boolean DEFAULT NULL
 )
 RETURNS void
 LANGUAGE plpgsql
@@ -87,6 +91,10 @@ BEGIN
         PERFORM pgq._invalid('backoff_max', format('%s is below backoff_base %s', v_max, v_base),
             'backoff_max caps the delay, so it must be at least backoff_base.');
     END IF;
+    -- Last: a wrong value is reported as such whatever the entrypoint.
+    IF NOT coalesce(create_new, TRUE) THEN
+        PERFORM pgq._check_known_entrypoint('entrypoint', entrypoint);
+    END IF;
 
     INSERT INTO pgq._queues AS q (
         entrypoint, max_attempts, backoff_base, backoff_max, lease, timeout, concurrency, rate, retention,
@@ -120,6 +128,7 @@ END
 $$;
 
 COMMENT ON FUNCTION pgq.configure(
-    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer
+    text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer,
+    boolean
 ) IS
 'Set per-entrypoint settings (named arguments; NULL leaves a setting as it is).';

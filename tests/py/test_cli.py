@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from psycopg.conninfo import make_conninfo
+from rich.console import Console
 
 import pgq.cli.status
 from pgq import Client
@@ -144,6 +145,54 @@ def test_status_shows_stats_of_the_last_minutes(dsn: str, conn: psycopg.Connecti
     hour = ok(run(dsn, "status", "--since", "1 hour")).splitlines()
     title = hour.index("stats for the last 1 hour")
     assert [line.split()[:2] for line in hour[title + 3 : title + 5]] == [["email", "3"], ["old", "1"]]
+
+
+def test_status_after_a_drain_lists_the_entrypoints_that_ran(dsn: str, conn: psycopg.Connection) -> None:
+    """Drained, pgq.queues has no row of an entrypoint without jobs or settings; status
+    still lists the entrypoints of its statistics, with nothing queued (not `queues: none`
+    above three entrypoints that just ran jobs)."""
+    for entrypoint in ("email", "sms", "push"):
+        finish(conn, entrypoint, 2)
+    lines = ok(run(dsn, "status")).splitlines()
+    assert "queues: none" not in lines
+    title = lines.index("queues")
+    rows = [line.split() for line in lines[title + 3 : title + 6]]
+    assert [r[:6] for r in rows] == [[e, "0", "0", "0", "0", "0"] for e in ("email", "push", "sms")]
+
+
+def render_at(width: int, frame: object) -> list[str]:
+    console = Console(width=width, no_color=True)
+    with console.capture() as captured:
+        console.print(frame)
+    return captured.get().splitlines()
+
+
+def test_status_watch_fits_60_80_and_120_columns_with_every_header_whole(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """Each column shown has its whole header and its whole values at every width (it
+    once cut the last column to its first letter: `wait p99   r` at 80 and 120 columns);
+    the least useful columns are left out instead, and more fit in a wider terminal."""
+    seed_dashboard(client, conn)
+    headers = {"entrypoint", "queued", "scheduled", "waiting", "running", "dead", "oldest", "paused"}
+    headers |= {"now/s", "1 min/s", "succeeded", "failed", "wait p50", "wait p99", "run p50", "run p99"}
+    for long_name in (False, True):  # short names only, then a long one that takes more room
+        if long_name:
+            client.enqueue("a_longer_entrypoint_name", run_at=timedelta(hours=1))
+        with Client(dsn) as c:
+            snapshot = pgq.cli.status.take_snapshot(c, "5 minutes", 2.0)
+        shown = {}
+        for width in (60, 80, 120):
+            lines = render_at(width, pgq.cli.status.dashboard(snapshot, "5 minutes", 2.0))
+            assert max(len(line) for line in lines) <= width, lines
+            header = next(line for line in lines if line.startswith("entrypoint"))
+            cells = re.split(r"\s{2,}", header.strip())
+            assert set(cells) <= headers, (width, header)
+            email = re.split(r"\s{2,}", next(line for line in lines if line.startswith("email")).strip())
+            assert len(email) == len(cells), (width, header, email)  # no value cut or wrapped
+            shown[width] = cells
+        assert len(shown[60]) < len(shown[80]) < len(shown[120]) <= len(headers), shown
+        assert shown[60][:2] == ["entrypoint", "queued"] and "1 min/s" in shown[60], lines
 
 
 @pytest.mark.parametrize(
@@ -297,7 +346,12 @@ def test_enqueue_run_at_and_delay(dsn: str, client: Client) -> None:
 
 def test_enqueue_count_uses_batches(dsn: str, client: Client) -> None:
     result = run(dsn, "enqueue", "bulk", '{"n": 1}', "--count", "10005", "--priority", "3")
-    assert ok(result).strip() == "enqueued 10005 jobs"
+    # The ids, one a line, on stdout (for a script); how many on stderr.
+    ids = [int(line) for line in ok(result).split()]
+    assert len(ids) == len(set(ids)) == 10005
+    assert result.stderr.strip().splitlines()[-1] == "enqueued 10005 jobs"
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT array_agg(id ORDER BY id) FROM pgq.jobs").fetchone()[0] == sorted(ids)
     # Over the 10,000 pgq.queues counts exactly by default: raised for an exact count.
     with Client(make_conninfo(dsn, options="-c pgq.queues_exact_limit=20000")) as exact:
         [queue] = exact.queues()
@@ -306,9 +360,30 @@ def test_enqueue_count_uses_batches(dsn: str, client: Client) -> None:
     assert {j.payload["n"] for j in jobs} == {1} and {j.priority for j in jobs} == {3}
 
 
+def test_enqueue_headers_and_depends_on(dsn: str, client: Client) -> None:
+    first = int(ok(run(dsn, "enqueue", "step", "--headers", '{"trace": "t-1"}')))
+    second = int(ok(run(dsn, "enqueue", "step")))
+    third = int(
+        ok(run(dsn, "enqueue", "step", "--depends-on", f"{first},{second}", "--depends-on", str(first)))
+    )
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT id, status, headers, depends_on FROM pgq.jobs ORDER BY id").fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (first, "queued", {"trace": "t-1"}),
+        (second, "queued", None),
+        (third, "waiting", None),
+    ]
+    assert sorted(set(rows[2][3])) == [first, second]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["email", "--headers", "[1]"], "--headers must be a JSON object"),
+        (["email", "--headers", "{"], "--headers is not valid JSON"),
+        (["email", "--depends-on", "x"], "--depends-on takes job ids"),
+        (["email", "--count", "2", "--headers", "{}"], "--count cannot be combined"),
+        (["email", "--depends-on", "99999999"], "depends_on"),
         (["email", "{not json"], "PAYLOAD_JSON is not valid JSON"),
         (["email", "--run-at", "tomorrow"], "--run-at 'tomorrow' is not an ISO 8601 time"),
         (["email", "--run-at", "2030-01-01", "--delay", "5"], "exclude each other"),
@@ -379,15 +454,135 @@ def test_retry(dsn: str, client: Client, conn: psycopg.Connection) -> None:
 
 def test_cancel_needs_ids(dsn: str) -> None:
     assert run(dsn, "cancel").exit_code == 2
+    assert run(dsn, "retry").exit_code == 2
+    assert run(dsn, "cancel", "1", "--entrypoint", "x").exit_code == 2  # ids or filters
 
 
-def test_pause_of_an_unused_entrypoint_says_so_but_pauses(dsn: str, client: Client) -> None:
-    out = ok(run(dsn, "pause", "emial"))
-    assert out.splitlines() == [
-        "paused emial",
-        "note: no job or setting has used 'emial' yet (is the name right?); it is paused anyway",
+def kill(conn: psycopg.Connection, entrypoint: str, n: int) -> list[int]:
+    """n dead jobs of entrypoint (one attempt each, failed)."""
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pgq.enqueue(%s, max_attempts => 1) FROM generate_series(1, %s)", (entrypoint, n)
+        )
     ]
-    assert [(q.entrypoint, q.paused) for q in client.queues()] == [("emial", True)]
+    worker = conn.execute("SELECT pgq.register_worker('killer', ARRAY[%s])", (entrypoint,)).fetchone()[0]
+    for job_id in ids:
+        conn.execute("SELECT count(*) FROM pgq.claim(%s, ARRAY[%s], 1)", (worker, entrypoint))
+        conn.execute("SELECT pgq.fail(%s, %s, 'boom')", (worker, job_id))
+    return ids
+
+
+def test_retry_and_cancel_say_why_a_job_was_left_alone(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """Retrying a finished or live job did nothing and said `re-queued 0 of 1 job`, exit 0:
+    now each job left alone is named with why, and nothing done at all is exit 1."""
+    finish(conn, "done", 1)
+    [succeeded] = [o.job_id for o in client.outcomes(entrypoint="done")]
+    canceled, queued = client.enqueue("c"), client.enqueue("c")
+    client.cancel([canceled])
+    [dead] = kill(conn, "dying", 1)
+    result = run(dsn, "retry", str(succeeded), str(canceled), str(queued))
+    assert result.exit_code == 1 and result.stdout.strip() == "re-queued 0 of 3 jobs", result.output
+    assert result.stderr.splitlines() == [
+        f"job {succeeded}: not re-queued: it has finished (succeeded); only dead jobs are retried"
+        " (--finished runs it again as a new job)",
+        f"job {canceled}: not re-queued: it has finished (canceled); only dead jobs are retried"
+        " (--finished runs it again as a new job)",
+        f"job {queued}: not re-queued: it is queued, not dead",
+        "error: no job was re-queued",
+    ]
+    # Some done: exit 0, the others still named.
+    result = run(dsn, "retry", str(dead), str(succeeded))
+    assert result.exit_code == 0 and result.stdout.strip() == "re-queued 1 of 2 jobs", result.output
+    assert "not re-queued: it has finished (succeeded)" in result.stderr
+    result = run(dsn, "cancel", str(succeeded))
+    assert result.exit_code == 1 and result.stdout.strip() == "canceled 0 of 1 job", result.output
+    assert result.stderr.splitlines() == [
+        f"job {succeeded}: not canceled: it has finished (succeeded)",
+        "error: no job was canceled",
+    ]
+
+
+def test_retry_finished_runs_them_again_as_new_jobs(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """--finished (pgq.rerun): a succeeded and a canceled job run again, each as a new job
+    from its stored row; the old ids keep their outcomes. A re-run's dedupe key is honoured:
+    while the first re-run is live, another is not created."""
+    done = client.enqueue("report", {"day": 1}, dedupe_key="day-1", headers={"h": "x"}, priority=4)
+    worker = conn.execute("SELECT pgq.register_worker('w', ARRAY['report'])").fetchone()[0]
+    conn.execute(
+        "SELECT pgq.complete(%(w)s, ARRAY(SELECT id FROM pgq.claim(%(w)s, ARRAY['report'], 1)))",
+        {"w": worker},
+    )
+    canceled = client.enqueue("report", {"day": 2})
+    client.cancel([canceled])
+    result = run(dsn, "retry", "--finished", str(done), str(canceled))
+    assert result.exit_code == 0, result.output
+    said = result.stdout.splitlines()
+    assert said[0] == "re-queued 0 of 2 jobs"
+    again = {
+        int(m[1]): (m[2], int(m[3]))
+        for m in (re.fullmatch(r"job (\d+) \((\w+)\) runs again as job (\d+)", line) for line in said[1:])
+        if m
+    }
+    assert {k: v[0] for k, v in again.items()} == {done: "succeeded", canceled: "canceled"}, said
+    jobs = {j.id: j for j in client.jobs()}
+    first = jobs[again[done][1]]
+    assert (first.payload, first.headers, first.priority, first.dedupe_key, first.status) == (
+        {"day": 1},
+        {"h": "x"},
+        4,
+        "day-1",
+        "queued",
+    )
+    assert jobs[again[canceled][1]].payload == {"day": 2}
+    assert [client.job_status(done), client.job_status(canceled)] == ["succeeded", "canceled"]
+    result = run(dsn, "retry", "--finished", str(done))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        f"job {done}: not run again: job {first.id}, live, holds its dedupe key",
+        "error: no job was re-queued",
+    ]
+    assert run(dsn, "retry", "--finished", "--entrypoint", "report").exit_code == 2
+
+
+def test_retry_and_cancel_by_filters(dsn: str, client: Client, conn: psycopg.Connection) -> None:
+    dying, other = kill(conn, "dying", 3), kill(conn, "other", 1)
+    assert ok(run(dsn, "retry", "--entrypoint", "dying", "--status", "dead")).strip() == "re-queued 3 jobs"
+    assert [client.job_status(i) for i in dying + other] == ["queued", "queued", "queued", "dead"]
+    result = run(dsn, "retry", "--entrypoint", "dying")
+    assert result.exit_code == 1 and "no job was re-queued" in result.stderr  # nothing dead left
+    later = client.enqueue("dying", run_at=timedelta(hours=1))
+    assert ok(run(dsn, "cancel", "--entrypoint", "dying", "--status", "queued")).strip() == "canceled 4 jobs"
+    assert [client.job_status(i) for i in [*dying, later]] == ["canceled"] * 4
+    assert ok(run(dsn, "cancel", "--status", "dead")).strip() == "canceled 1 job"  # discarded
+    assert client.jobs() == []
+
+
+def test_pause_or_configure_of_an_unknown_entrypoint_is_refused_unless_created(
+    dsn: str, client: Client, conn: psycopg.Connection
+) -> None:
+    """A typo (`pgq pause emial`) once left a permanent paused row in pgq.queues: refused
+    now (by pgq.pause, create_new => false), and configure likewise; --create sets one up
+    before its first job. A job, settings, a schedule or a worker make a name known."""
+    client.enqueue("email")
+    for args in (["pause", "emial"], ["configure", "emial", "--concurrency", "2"]):
+        line = failed(run(dsn, *args))
+        assert "invalid argument entrypoint: 'emial' is unknown" in line and "create_new" in line, line
+    assert [q.entrypoint for q in client.queues()] == ["email"]  # nothing left behind
+    assert ok(run(dsn, "pause", "emial", "--create")).strip() == "paused emial"
+    assert "concurrency=2" in ok(run(dsn, "configure", "later", "--concurrency", "2", "--create"))
+    conn.execute("SELECT pgq.register_worker('w', ARRAY['served'])")
+    client.schedule("nightly", "0 3 * * *", "scheduled")
+    for known in ("email", "later", "served", "scheduled"):
+        assert ok(run(dsn, "pause", known)).strip() == f"paused {known}"
+    assert "concurrency=3" in ok(run(dsn, "configure", "served", "--concurrency", "3"))
+    # Calls of 0.2.0 (no create_new) keep creating.
+    conn.execute("SELECT pgq.pause('old_caller'), pgq.configure('old_cfg', max_attempts => 2)")
+    assert {"old_caller", "old_cfg"} <= {q.entrypoint for q in client.queues()}
 
 
 def test_pause_and_resume(dsn: str, client: Client) -> None:
@@ -405,7 +600,7 @@ def test_configure_sets_and_shows(dsn: str, client: Client) -> None:
     out = ok(
         run(
             dsn,
-            *("configure", "email", "--max-attempts", "8", "--backoff-base", "2 seconds"),
+            *("configure", "email", "--create", "--max-attempts", "8", "--backoff-base", "2 seconds"),
             *("--backoff-max", "10 minutes", "--lease", "45 seconds", "--timeout", "5 min"),
             *("--concurrency", "3", "--retention", "2 days", "--max-deliveries", "4"),
             *("--key-concurrency", "2", "--max-snoozes", "7"),
@@ -452,7 +647,7 @@ def test_configure_bad_input_is_one_line(dsn: str, args: list[str], message: str
 
 
 def test_configure_rate(dsn: str, client: Client) -> None:
-    assert "rate=2.5/s" in ok(run(dsn, "configure", "email", "--rate", "2.5"))
+    assert "rate=2.5/s" in ok(run(dsn, "configure", "email", "--rate", "2.5", "--create"))
     assert client.queues()[0].rate == Decimal("2.5")
     lines = ok(run(dsn, "status")).splitlines()
     assert next(line for line in lines if line.startswith("email")).split()[-1] == "2.5/s"

@@ -119,8 +119,7 @@ def test_version() -> None:
     assert result.exit_code == 0 and result.stdout == f"pgq {pgq.__version__}\n"
 
 
-def test_tables_fit_the_terminal_and_never_cut_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(output, "terminal_width", lambda: 60)
+def test_tables_fit_the_terminal_and_never_cut_numbers() -> None:
     table = output.build_table(
         "queues",
         ["entrypoint", "queued", "scheduled", "waiting", "oldest", "per second", "error"],

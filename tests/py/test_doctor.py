@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -220,3 +221,69 @@ def test_bloat_of_the_hot_table(installed: str) -> None:
         c.execute("SELECT 1")  # the deleting session's statistics are flushed at its exit
     line = only(installed, "bloat", max_dead_tuples=1000)
     assert "3000 dead row versions" in line
+
+
+def test_a_backlog_paused_unserved_or_not_kept_up_with(installed: str) -> None:
+    """Three states that stop or slow a queue, each reported once its oldest due job has
+    waited past the threshold, with why and what mends it; young backlogs are quiet."""
+    with psycopg.connect(installed, autocommit=True) as c:
+        for entrypoint, n in (("unserved", 300), ("paused", 20), ("slow", 5), ("young", 7)):
+            c.execute("SELECT pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))", (entrypoint, n))
+        c.execute("SELECT pgq.pause('paused')")
+        c.execute("SELECT pgq.register_worker('slow-box', ARRAY['slow', 'young'])")
+        c.execute(
+            "UPDATE pgq._jobs SET run_at = now() - interval '10 minutes',"
+            " enqueued_at = now() - interval '10 minutes' WHERE entrypoint <> 'young'"
+        )
+    assert lines(installed, max_queue_age=timedelta(hours=1)) == []  # under the threshold
+    found = lines(installed)  # 5 minutes by default
+    assert len(found) == 3, found
+    paused, slow, unserved = found
+    assert all(line.startswith("backlog: ") for line in found), found
+    assert re.search(
+        r"paused: 20 jobs due, the oldest waiting 10m\d\ds \(over 5m00s\): paused \(settings last", paused
+    )
+    assert "-> `pgq resume paused`" in paused
+    assert "slow: 5 jobs due" in slow and "its 1 live workers do not keep up" in slow
+    assert "unserved: 300 jobs due" in unserved and "no live worker serves it" in unserved
+    result = CliRunner().invoke(main, ["doctor", "--dsn", installed, "--max-queue-age", "3600"])
+    assert result.exit_code == 0 and "healthy" in result.output, result.output
+    result = CliRunner().invoke(main, ["doctor", "--dsn", installed, "--max-queue-age", "60"])
+    assert result.exit_code == 1, result.output
+    said = result.output.splitlines()
+    assert [line.split(" jobs due")[0] for line in said] == [line.split(" jobs due")[0] for line in found]
+    assert all("(over 1m00s)" in line for line in said), said
+
+
+def test_the_indexes_left_at_their_peak_size_by_a_drained_backlog(installed: str) -> None:
+    """50,000 jobs enqueued and drained (claimed and completed) in SQL, then vacuumed as
+    autovacuum would: the heap is empty, the indexes keep their size. Reported with the
+    REINDEX that mends each; after it, quiet."""
+    with psycopg.connect(installed, autocommit=True) as c:
+        c.execute("SELECT pgq.enqueue_batch('drained', array_fill('{}'::jsonb, ARRAY[50000]))")
+        worker = c.execute("SELECT pgq.register_worker('drain', ARRAY['drained'])").fetchone()[0]
+        for _ in range(5):
+            c.execute(
+                "SELECT pgq.complete(%(w)s, ARRAY(SELECT id FROM pgq.claim(%(w)s, ARRAY['drained'], 10000)))",
+                {"w": worker},
+            )
+        c.execute("VACUUM ANALYZE pgq._jobs")
+        sizes = dict(
+            c.execute(
+                "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index"
+                " WHERE indrelid = 'pgq._jobs'::regclass"
+            ).fetchall()
+        )
+    print(f"\nafter draining 50,000 jobs: {sizes}")
+    limit = 512 * 1024
+    found = lines(installed, max_index_excess=limit)
+    reported = {line.rsplit("REINDEX INDEX CONCURRENTLY ", 1)[1] for line in found}
+    assert "pgq._jobs_claim_idx" in reported and "pgq._jobs_pkey" in reported, found
+    assert reported == {name for name, size in sizes.items() if size - 64 * 1024 > limit}, found
+    assert all(line.startswith("index bloat: index pgq._jobs_") for line in found), found
+    assert "for about 0 live rows of pgq._jobs" in found[0], found
+    assert lines(installed) == []  # the default: over 64 MB more than needed
+    with psycopg.connect(installed, autocommit=True) as c:
+        for index in reported:
+            c.execute(f"REINDEX INDEX CONCURRENTLY {index}")
+    assert lines(installed, max_index_excess=limit) == []

@@ -64,6 +64,7 @@ FUNCTIONS: dict[str, set[str]] = {
     "cancel": {ADMIN},
     "retry": {ADMIN},
     "forget_steps": {ADMIN},
+    "rerun": {ADMIN},
     "pause": {ADMIN},
     "resume": {ADMIN},
     "configure": {ADMIN},

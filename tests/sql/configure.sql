@@ -2,7 +2,7 @@
 -- and rate => 0 remove the limit; a new rate starts with a full bucket; every argument
 -- validated (PQ001, nothing changes); privileges.
 BEGIN;
-SELECT plan(65);
+SELECT plan(68);
 
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
 GRANT SELECT ON t_worker TO public;
@@ -224,6 +224,19 @@ RESET ROLE;
 SELECT is(
     (SELECT q.max_attempts FROM pgq._queues AS q WHERE q.entrypoint = 'cf'), 2, 'the admin''s setting is stored'
 );
+
+-- create_new => false: a name nothing uses (a typo) is refused after the values are checked.
+SELECT throws_ok(
+    $$SELECT pgq.configure('cf_typo', concurrency => 2, create_new => FALSE)$$, 'PQ001',
+    'pgq: invalid argument entrypoint: ''cf_typo'' is unknown: no job, setting, schedule or worker names it',
+    'create_new => false refuses an entrypoint nothing names'
+);
+SELECT throws_ok(
+    $$SELECT pgq.configure('cf_typo', lease => '1 millisecond', create_new => FALSE)$$, 'PQ001',
+    'pgq: invalid argument lease: 00:00:00.001 is out of range',
+    'a wrong value is reported before an unknown entrypoint'
+);
+SELECT lives_ok($$SELECT pgq.configure('cf', max_attempts => 4, create_new => FALSE)$$, 'a configured entrypoint is known');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(295);
+SELECT plan(302);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -13,7 +13,7 @@ SELECT functions_are(
         'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'dependency_results', 'enqueue',
         'enqueue_batch', 'enqueue_job', 'enqueue_trigger', 'explain', 'forget_steps',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step',
-        'register_worker', 'release', 'resume',
+        'register_worker', 'release', 'rerun', 'resume',
         'retry', 'run_now', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep',
         'trigger_schedule', 'unregister_worker', 'unschedule', 'version', 'watch'
     ]::name[]
@@ -52,14 +52,14 @@ SELECT is(
     'pgq.complete arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer)')),
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.configure(text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer, boolean)')),
     'entrypoint text, max_attempts integer DEFAULT NULL::integer, '
     || 'backoff_base interval DEFAULT NULL::interval, '
     || 'backoff_max interval DEFAULT NULL::interval, lease interval DEFAULT NULL::interval, '
     || 'timeout interval DEFAULT NULL::interval, concurrency integer DEFAULT NULL::integer, '
     || 'rate numeric DEFAULT NULL::numeric, retention interval DEFAULT NULL::interval, '
     || 'max_deliveries integer DEFAULT NULL::integer, key_concurrency integer DEFAULT NULL::integer, '
-    || 'max_snoozes integer DEFAULT NULL::integer',
+    || 'max_snoozes integer DEFAULT NULL::integer, create_new boolean DEFAULT NULL::boolean',
     'pgq.configure arguments: names, types and defaults'
 );
 SELECT is(
@@ -141,8 +141,8 @@ SELECT is(
     'pgq.watch arguments: names, types and defaults'
 );
 SELECT is(
-    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.pause(text)')),
-    'entrypoint text',
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.pause(text, boolean)')),
+    'entrypoint text, create_new boolean DEFAULT NULL::boolean',
     'pgq.pause arguments: names, types and defaults'
 );
 SELECT is(
@@ -184,6 +184,11 @@ SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.trigger_schedule(text)')),
     'name text',
     'pgq.trigger_schedule arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.rerun(bigint[])')),
+    'job_ids bigint[]',
+    'pgq.rerun arguments: names, types and defaults'
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.run_schedules(timestamp with time zone)')),
@@ -232,7 +237,7 @@ SELECT function_returns(
     'pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'setof record', 'pgq.claim_v3 returns setof record'
 );
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
-SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'void', 'pgq.configure returns void');
+SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
 SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'record', 'pgq.enqueue_job returns record (one row: id, created, replaced)');
@@ -244,7 +249,7 @@ SELECT function_returns('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'setof bi
 SELECT function_returns('pgq', 'job_status', ARRAY['bigint'], 'text', 'pgq.job_status returns text');
 SELECT function_returns('pgq', 'job', ARRAY['bigint'], 'jsonb', 'pgq.job returns jsonb');
 SELECT function_returns('pgq', 'watch', ARRAY['bigint'], 'text', 'pgq.watch returns text');
-SELECT function_returns('pgq', 'pause', ARRAY['text'], 'void', 'pgq.pause returns void');
+SELECT function_returns('pgq', 'pause', ARRAY['text', 'boolean'], 'void', 'pgq.pause returns void');
 SELECT function_returns('pgq', 'prune', ARRAY[]::name[], 'bigint', 'pgq.prune returns bigint');
 SELECT function_returns('pgq', 'reap', ARRAY[]::name[], 'integer', 'pgq.reap returns integer');
 SELECT function_returns('pgq', 'sweep', ARRAY[]::name[], 'integer', 'pgq.sweep returns integer');
@@ -252,6 +257,7 @@ SELECT function_returns('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'integer', 
 SELECT function_returns('pgq', 'register_worker', ARRAY['text', 'text[]'], 'uuid', 'pgq.register_worker returns uuid');
 SELECT function_returns('pgq', 'resume', ARRAY['text'], 'void', 'pgq.resume returns void');
 SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry returns integer');
+SELECT function_returns('pgq', 'rerun', ARRAY['bigint[]'], 'setof record', 'pgq.rerun returns a set of rows');
 SELECT function_returns('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'integer', 'pgq.run_schedules returns integer');
 SELECT function_returns('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'timestamp with time zone', 'pgq.schedule returns timestamp with time zone');
 SELECT function_returns('pgq', 'settings', ARRAY['text[]'], 'setof record', 'pgq.settings returns setof record');
@@ -364,7 +370,7 @@ SELECT is_definer(
 );
 SELECT is_definer('pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq.claim_v3 is SECURITY DEFINER');
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
-SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq.configure is SECURITY DEFINER');
+SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue_job is SECURITY DEFINER');
@@ -376,7 +382,7 @@ SELECT is_definer('pgq', 'heartbeat', ARRAY['uuid', 'bigint[]'], 'pgq.heartbeat 
 SELECT is_definer('pgq', 'job_status', ARRAY['bigint'], 'pgq.job_status is SECURITY DEFINER');
 SELECT is_definer('pgq', 'job', ARRAY['bigint'], 'pgq.job is SECURITY DEFINER');
 SELECT is_definer('pgq', 'watch', ARRAY['bigint'], 'pgq.watch is SECURITY DEFINER');
-SELECT is_definer('pgq', 'pause', ARRAY['text'], 'pgq.pause is SECURITY DEFINER');
+SELECT is_definer('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq.pause is SECURITY DEFINER');
 SELECT is_definer('pgq', 'prune', ARRAY[]::name[], 'pgq.prune is SECURITY DEFINER');
 SELECT is_definer('pgq', 'reap', ARRAY[]::name[], 'pgq.reap is SECURITY DEFINER');
 SELECT is_definer('pgq', 'sweep', ARRAY[]::name[], 'pgq.sweep is SECURITY DEFINER');
@@ -384,6 +390,7 @@ SELECT is_definer('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq.release is S
 SELECT is_definer('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq.register_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'resume', ARRAY['text'], 'pgq.resume is SECURITY DEFINER');
 SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFINER');
+SELECT is_definer('pgq', 'rerun', ARRAY['bigint[]'], 'pgq.rerun is SECURITY DEFINER');
 SELECT is_definer('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules is SECURITY DEFINER');
 SELECT is_definer('pgq', 'schedule', ARRAY['text', 'text', 'text', 'jsonb'], 'pgq.schedule is SECURITY DEFINER');
 SELECT is_definer('pgq', 'settings', ARRAY['text[]'], 'pgq.settings is SECURITY DEFINER');
@@ -518,10 +525,10 @@ SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]'
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.complete');
 SELECT function_privs_are('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.complete');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
-SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.configure');
+SELECT function_privs_are('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'public', ARRAY[]::name[], 'public cannot execute pgq.configure');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
@@ -566,10 +573,10 @@ SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_producer', ARRAY
 SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.watch');
 SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.watch');
 SELECT function_privs_are('pgq', 'watch', ARRAY['bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.watch');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.pause');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.pause');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.pause');
-SELECT function_privs_are('pgq', 'pause', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.pause');
+SELECT function_privs_are('pgq', 'pause', ARRAY['text', 'boolean'], 'public', ARRAY[]::name[], 'public cannot execute pgq.pause');
 SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.prune');
 SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.prune');
 SELECT function_privs_are('pgq', 'prune', ARRAY[]::name[], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.prune');
@@ -606,6 +613,10 @@ SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_producer', ARR
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.retry');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.rerun');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.rerun');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.rerun');
+SELECT function_privs_are('pgq', 'rerun', ARRAY['bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.rerun');
 SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.run_schedules');
 SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.run_schedules');
 SELECT function_privs_are('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.run_schedules');

@@ -1,7 +1,7 @@
 -- pgq.pause: claims skip the entrypoint; enqueue still accepts; running jobs finish;
 -- settings are kept; idempotent; validation (PQ001); privileges.
 BEGIN;
-SELECT plan(19);
+SELECT plan(24);
 
 CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
@@ -58,7 +58,23 @@ SELECT throws_ok($$SELECT pgq.pause(E'p\nz')$$, 'PQ001', NULL, 'an entrypoint wi
 SELECT throws_ok(
     format($$SELECT pgq.pause(%L)$$, repeat('p', 201)), 'PQ001', NULL, 'an entrypoint of 201 characters raises PQ001'
 );
+-- create_new => false: a name nothing uses (a typo) is refused; known ones are paused.
+SELECT throws_ok(
+    $$SELECT pgq.pause('pz_typo', create_new => FALSE)$$, 'PQ001',
+    'pgq: invalid argument entrypoint: ''pz_typo'' is unknown: no job, setting, schedule or worker names it',
+    'create_new => false refuses an entrypoint nothing names'
+);
 SELECT is((SELECT count(*) FROM pgq._queues), (SELECT b.n FROM t_before AS b), 'the failed calls paused nothing');
+SELECT lives_ok($$SELECT pgq.pause('other', create_new => FALSE)$$, 'an entrypoint with a job is known');
+SELECT lives_ok(
+    $$SELECT pgq.register_worker('w2', ARRAY['pz_served']), pgq.pause('pz_served', create_new => FALSE)$$,
+    'an entrypoint a worker registered with is known'
+);
+SELECT lives_ok(
+    $$SELECT pgq.schedule('pz_s', '* * * * *', 'pz_sched'), pgq.pause('pz_sched', create_new => FALSE)$$,
+    'an entrypoint of a schedule is known'
+);
+SELECT lives_ok($$SELECT pgq.pause('pz_new', create_new => TRUE)$$, 'create_new => true pauses a new name');
 
 -- Privileges.
 SET ROLE pgq_producer;

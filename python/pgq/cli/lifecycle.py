@@ -86,11 +86,33 @@ def uninstall(dsn: str | None, yes: bool, cascade: bool) -> None:
     metavar="SECONDS",
     help="Report a transaction open longer than this (it holds back vacuum and slows claims).",
 )
+@click.option(
+    "--max-queue-age",
+    type=click.FloatRange(min=0),
+    default=300,
+    show_default=True,
+    metavar="SECONDS",
+    help="Report an entrypoint whose oldest due job has waited longer (paused, unserved or behind).",
+)
+@click.option(
+    "--max-index-excess",
+    type=click.FloatRange(min=0),
+    default=64,
+    show_default=True,
+    metavar="MB",
+    help="Report an index of the job table larger by this than its live rows need.",
+)
 @handle_errors
-def doctor(dsn: str | None, max_xact_age: float) -> None:
+def doctor(dsn: str | None, max_xact_age: float, max_queue_age: float, max_index_excess: float) -> None:
     """Inspect the installation: one line per problem with its fix. Exit 0 when healthy,
-    1 otherwise (for monitoring)."""
-    problems = diagnose(resolve_dsn(dsn), Limits(max_xact_age=timedelta(seconds=max_xact_age)))
+    1 when a problem was found or the check could not run (for monitoring; see
+    docs/doctor.md), 2 for a usage error."""
+    limits = Limits(
+        max_xact_age=timedelta(seconds=max_xact_age),
+        max_queue_age=timedelta(seconds=max_queue_age),
+        max_index_excess=int(max_index_excess * 1024 * 1024),
+    )
+    problems = diagnose(resolve_dsn(dsn), limits)
     for problem in problems:
         click.echo(str(problem))
     if problems:

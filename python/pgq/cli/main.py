@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from datetime import datetime, timedelta
@@ -15,6 +16,7 @@ from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..queries import OUTCOMES
 from .conformance import conformance_command
+from .act import COMMANDS as ACT
 from .dashboard import dashboard_command
 from .explain import explain_command
 from .job import job_command, wait_command
@@ -99,6 +101,13 @@ def _parse_run_at(run_at: str | None, delay: float | None) -> datetime | timedel
 @click.option("--max-attempts", type=int, help="Runs before the job is dead.")
 @click.option("--count", type=click.IntRange(min=1), help="Enqueue this many copies, in batches.")
 @click.option("--concurrency-key", help="The key (tenant, customer) the job counts against.")
+@click.option("--headers", "headers_json", metavar="JSON", help="Headers of the job, a JSON object.")
+@click.option(
+    "--depends-on",
+    metavar="ID[,ID...]",
+    multiple=True,
+    help="Wait until these jobs have succeeded (repeatable, or comma separated).",
+)
 @handle_errors
 def enqueue(
     dsn: str | None,
@@ -114,19 +123,29 @@ def enqueue(
     max_attempts: int | None,
     count: int | None,
     concurrency_key: str | None,
+    headers_json: str | None,
+    depends_on: tuple[str, ...],
 ) -> None:
     """Enqueue a job of ENTRYPOINT with PAYLOAD_JSON ('-' reads it from stdin).
 
-    Prints the job id, or with --count the number of jobs enqueued. When a job with the
-    dedupe key stands for this one, its id is printed and stderr says so (kept or replaced).
+    Prints the job id; with --count, the ids one a line (stderr says how many). When a job
+    with the dedupe key stands for this one, its id is printed and stderr says so (kept or
+    replaced).
     """
     payload = parse_payload(payload_json)
     when = _parse_run_at(run_at, delay)
+    headers = _parse_headers(headers_json)
+    parents = _parse_ids("--depends-on", depends_on)
     dedupe = {"dedupe_scope": dedupe_scope, "dedupe_window": dedupe_window, "dedupe_mode": dedupe_mode}
     if count is None:
         with make_client(dsn) as client:
             args: dict[str, Any] = dict(
-                priority=priority, run_at=when, max_attempts=max_attempts, concurrency_key=concurrency_key
+                priority=priority,
+                run_at=when,
+                max_attempts=max_attempts,
+                concurrency_key=concurrency_key,
+                headers=headers,
+                depends_on=parents,
             )
             if dedupe_key is None:
                 # Plain jobs take pgq.enqueue; options without a key are refused by the database.
@@ -139,10 +158,18 @@ def enqueue(
         elif not done_job.created:
             click.echo(f"not created: job {done_job.id} has the same dedupe key", err=True)
         return
-    if dedupe_key is not None or max_attempts is not None or any(v is not None for v in dedupe.values()):
+    if (
+        dedupe_key is not None
+        or max_attempts is not None
+        or headers is not None
+        or parents is not None
+        or any(v is not None for v in dedupe.values())
+    ):
+        # pgq.enqueue_batch, which --count uses, takes none of them.
         raise ValueError(
-            "--count cannot be combined with --dedupe-key (or its options) or --max-attempts;"
-            " set max attempts with `pgq configure ENTRYPOINT --max-attempts N`"
+            "--count cannot be combined with --dedupe-key (or its options), --max-attempts,"
+            " --headers or --depends-on; set max attempts with"
+            " `pgq configure ENTRYPOINT --max-attempts N`"
         )
     done = 0
     with (
@@ -152,20 +179,48 @@ def enqueue(
         try:
             while done < count:
                 size = min(BATCH, count - done)
-                client.enqueue_batch(
+                ids = client.enqueue_batch(
                     entrypoint,
                     [payload] * size,
                     priority=priority,
                     run_at=when,
                     concurrency_keys=None if concurrency_key is None else [concurrency_key] * size,
                 )
+                # Each batch's ids as soon as it is committed: after an error, the ids printed
+                # are exactly the jobs that exist.
+                click.echo("\n".join(map(str, ids)))
                 done += size
                 bar.update(size)
         except Exception:
             if done:
                 click.echo(f"\n{done} of {count} jobs were enqueued before the error", err=True)
             raise
-    click.echo(f"enqueued {done} job{'s' if done != 1 else ''}")
+    click.echo(f"enqueued {plural(done)}", err=True)
+
+
+def _parse_headers(text: str | None) -> dict[str, Any] | None:
+    """--headers: a JSON object (pgq.enqueue refuses anything else; said here by name)."""
+    if text is None:
+        return None
+    try:
+        headers = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--headers is not valid JSON: {exc}") from None
+    if not isinstance(headers, dict):
+        raise ValueError(f"--headers must be a JSON object, got {text!r}")
+    return headers
+
+
+def _parse_ids(option: str, values: tuple[str, ...]) -> list[int] | None:
+    """Job ids given as a repeatable option, each value one id or several, comma separated."""
+    ids: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            try:
+                ids.append(int(part.strip()))
+            except ValueError:
+                raise ValueError(f"{option} takes job ids (e.g. 12,13), got {value!r}") from None
+    return ids or None
 
 
 @main.command()
@@ -222,57 +277,22 @@ def jobs(dsn: str | None, entrypoint: str | None, status: str | None, limit: int
     )
 
 
-@main.command()
-@dsn_option
-@click.argument("ids", nargs=-1, required=True, type=int)
-@handle_errors
-def cancel(dsn: str | None, ids: tuple[int, ...]) -> None:
-    """Cancel jobs: queued, waiting and dead ones now, running ones at their next heartbeat.
-
-    Unknown ids are reported and make the command exit 1."""
-    with make_client(dsn) as client:
-        unknown = [i for i in dict.fromkeys(ids) if client.job_status(i) is None]
-        n = client.cancel(ids)
-    click.echo(f"canceled {n} of {plural(len(set(ids)))}")
-    _report_unknown(unknown)
-
-
-def _report_unknown(unknown: list[int]) -> None:
-    if unknown:
-        click.echo(
-            f"error: unknown job id{'s' if len(unknown) > 1 else ''}: {', '.join(map(str, unknown))}",
-            err=True,
-        )
-        sys.exit(1)
-
-
-@main.command()
-@dsn_option
-@click.argument("ids", nargs=-1, required=True, type=int)
-@handle_errors
-def retry(dsn: str | None, ids: tuple[int, ...]) -> None:
-    """Re-queue dead jobs now, with their attempts reset. Unknown ids make it exit 1."""
-    with make_client(dsn) as client:
-        unknown = [i for i in dict.fromkeys(ids) if client.job_status(i) is None]
-        n = client.retry(ids)
-    click.echo(f"re-queued {n} of {plural(len(set(ids)))}")
-    _report_unknown(unknown)
+_CREATE_HELP = (
+    "Also an entrypoint that nothing names yet (no job, settings, schedule or worker);"
+    " without it, such a name (a typo?) is refused."
+)
 
 
 @main.command()
 @dsn_option
 @click.argument("entrypoint")
+@click.option("--create", is_flag=True, help=_CREATE_HELP)
 @handle_errors
-def pause(dsn: str | None, entrypoint: str) -> None:
+def pause(dsn: str | None, entrypoint: str, create: bool) -> None:
     """Stop claims of ENTRYPOINT; running jobs finish, enqueue still works."""
     with make_client(dsn) as client:
-        known = any(q.entrypoint == entrypoint for q in client.queues())
-        client.pause(entrypoint)
+        client.pause(entrypoint, create_new=create)
     click.echo(f"paused {entrypoint}")
-    if not known:
-        click.echo(
-            f"note: no job or setting has used {entrypoint!r} yet (is the name right?); it is paused anyway"
-        )
 
 
 @main.command()
@@ -319,6 +339,7 @@ def _settings(row: QueueRow) -> str:
     help="Running jobs of one concurrency key; 1: one at a time, in order; 0: no limit.",
 )
 @click.option("--max-snoozes", type=int, help="Snoozes one job may take before a snooze fails it.")
+@click.option("--create", is_flag=True, help=_CREATE_HELP)
 @handle_errors
 def configure(
     dsn: str | None,
@@ -334,10 +355,12 @@ def configure(
     max_deliveries: int | None,
     key_concurrency: int | None,
     max_snoozes: int | None,
+    create: bool,
 ) -> None:
     """Set ENTRYPOINT's settings (PostgreSQL interval text for intervals, e.g. '30 seconds').
 
-    Options left out keep their value; without options, print the current settings.
+    Options left out keep their value; without options, print the current settings. An
+    entrypoint that nothing names yet (no job, settings, schedule or worker) needs --create.
     """
     settings = {
         "max_attempts": max_attempts,
@@ -354,7 +377,7 @@ def configure(
     }
     with make_client(dsn) as client:
         if any(v is not None for v in settings.values()):
-            client.configure(entrypoint, **settings)
+            client.configure(entrypoint, **settings, create_new=create)
         row = next((q for q in client.queues() if q.entrypoint == entrypoint), None)
     if row is None:
         click.echo(f"{entrypoint}: no jobs and no settings (defaults apply)")
@@ -364,6 +387,7 @@ def configure(
 
 for command in (
     *LIFECYCLE,
+    *ACT,
     status,
     schedule,
     unschedule,

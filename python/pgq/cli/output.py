@@ -14,7 +14,7 @@ from typing import Any
 import click
 import psycopg
 from rich import box
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -180,52 +180,87 @@ def build_table(
     """An aligned table, or "TITLE: none". Integer columns and those named in `right` are
     right-aligned. Cells are plain text, never markup.
 
-    On a terminal the table fits its width: the columns in `drop` are left out, in that
-    order, while it is too wide; then the text columns in `squeeze` wrap. Numbers and
-    headers are never cut.
+    The table fits the width it is drawn at (a terminal's, a Live display's; piped output
+    is drawn 10000 wide): the columns in `drop` are left out, in that order, while it is too
+    wide, then the last columns; the text columns in `squeeze` wrap. Numbers and headers
+    are never cut.
     """
     if not rows:
         return Text(f"{title}: none")
-    texts = [[cell(value) for value in row] for row in rows]
-    widths = [max([len(header)] + [len(row[i]) for row in texts]) for i, header in enumerate(headers)]
-    narrowest = [
-        w if h not in squeeze else min(w, max(len(h), 12)) for h, w in zip(headers, widths, strict=True)
-    ]
-    keep = list(range(len(headers)))
-    limit = terminal_width()
-    for name in drop:
-        if limit is None or sum(narrowest[i] + 2 for i in keep) - 2 <= limit:
-            break
-        if name in headers:
-            keep.remove(list(headers).index(name))
-    table = Table(
-        title=Text(title),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-    )
-    for i in keep:
-        header = headers[i]
-        values = [row[i] for row in rows if row[i] is not None]
-        numeric = header in right or (bool(values) and all(type(v) is int for v in values))
-        fixed = header not in squeeze
-        table.add_column(
-            header,
-            justify="right" if numeric else "left",
-            min_width=narrowest[i],
-            no_wrap=fixed,
-            overflow="fold",
+    return _FittedTable(title, headers, rows, right, squeeze, drop)
+
+
+# Between two columns: the right padding of one, the box's divider, the left padding of the
+# next (box.SIMPLE_HEAD draws its divider as a blank). Not counting it once made rich cut
+# the last column of `pgq status --watch` to one letter.
+_GAP = 3
+
+
+class _FittedTable:
+    """A table that picks its columns when rich draws it, from the width it is given."""
+
+    def __init__(
+        self,
+        title: str,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[object]],
+        right: Collection[str],
+        squeeze: Collection[str],
+        drop: Sequence[str],
+    ) -> None:
+        self.title, self.headers, self.rows = title, list(headers), rows
+        self.right, self.squeeze, self.drop = right, squeeze, drop
+        self.texts = [[cell(value) for value in row] for row in rows]
+        widths = [max([len(h)] + [len(row[i]) for row in self.texts]) for i, h in enumerate(headers)]
+        self.narrowest = [
+            w if h not in squeeze else min(w, max(len(h), 12)) for h, w in zip(headers, widths, strict=True)
+        ]
+
+    def columns(self, limit: int | None) -> list[int]:
+        """The indexes of the columns kept at this width (None: no limit)."""
+        keep = list(range(len(self.headers)))
+
+        def fits() -> bool:
+            return limit is None or sum(self.narrowest[i] for i in keep) + _GAP * (len(keep) - 1) <= limit
+
+        for name in self.drop:
+            if fits():
+                break
+            if name in self.headers:
+                keep.remove(self.headers.index(name))
+        # Still too wide (a very narrow terminal): the last columns go too, whole, rather
+        # than rich cutting them to a letter.
+        while not fits() and len(keep) > 1:
+            keep.pop()
+        return keep
+
+    def table(self, limit: int | None) -> Table:
+        keep = self.columns(limit)
+        table = Table(
+            title=Text(self.title),
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
         )
-    for row in texts:
-        table.add_row(*(Text(row[i]) for i in keep))
-    return table
+        for i in keep:
+            header = self.headers[i]
+            values = [row[i] for row in self.rows if row[i] is not None]
+            numeric = header in self.right or (bool(values) and all(type(v) is int for v in values))
+            fixed = header not in self.squeeze
+            table.add_column(
+                header,
+                justify="right" if numeric else "left",
+                min_width=self.narrowest[i],
+                no_wrap=fixed,
+                overflow="fold",
+            )
+        for row in self.texts:
+            table.add_row(*(Text(row[i]) for i in keep))
+        return table
 
-
-def terminal_width() -> int | None:
-    """The terminal's width, None when the output is not a terminal (no limit then)."""
-    console = Console()
-    return console.width if console.is_terminal else None
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
 
 
 def show(renderable: RenderableType) -> None:

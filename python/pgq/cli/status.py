@@ -110,19 +110,28 @@ def status(dsn: str | None, since: str, watch: bool, interval: float | None, ite
 
 
 def _print_once(snapshot: Snapshot, since: str) -> None:
+    # pgq.queues has a row for an entrypoint with live jobs or settings only: one drained
+    # a moment ago is listed from its statistics, with nothing queued and the defaults.
+    queues = {q.entrypoint: q for q in snapshot.queues}
+    rows: list[Sequence[object]] = []
+    for name in sorted(queues.keys() | {s.entrypoint for s in snapshot.stats}):
+        q = queues.get(name)
+        if q is None:
+            rows.append([name, 0, 0, 0, 0, 0, None, False, None, None])
+            continue
+        rows.append(
+            [
+                *(q.entrypoint, *_counts(q)),
+                *(q.oldest_queued_age, q.paused, q.concurrency, per_second(q.rate)),
+            ]
+        )
     print_table(
         "queues",
         [
             *("entrypoint", "queued", "scheduled", "waiting", "running", "dead"),
             *("oldest queued age", "paused", "concurrency", "rate"),
         ],
-        [
-            [
-                *(q.entrypoint, *_counts(q)),
-                *(q.oldest_queued_age, q.paused, q.concurrency, per_second(q.rate)),
-            ]
-            for q in snapshot.queues
-        ],
+        rows,
         right=("queued", "scheduled", "dead"),
     )
     click.echo()
@@ -238,6 +247,7 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
             "run p50",
             "run p99",
         ),
+        squeeze=("entrypoint",),
         # Least useful first, left out while the table is wider than the terminal.
         drop=(
             "scheduled",
@@ -249,6 +259,7 @@ def _entrypoints(snapshot: Snapshot) -> RenderableType:
             "succeeded",
             "oldest",
             "run p99",
+            "wait p99",
         ),
     )
 
