@@ -15,8 +15,8 @@ from .. import __version__
 from ..bench.main import bench_command
 from ..client import LIVE_STATUSES, QueueRow
 from ..queries import OUTCOMES
-from .conformance import conformance_command
 from .act import COMMANDS as ACT
+from .conformance import conformance_command
 from .dashboard import dashboard_command
 from .explain import explain_command
 from .job import job_command, wait_command
