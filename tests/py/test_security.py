@@ -54,6 +54,7 @@ FUNCTIONS: dict[str, set[str]] = {
     "complete": {WORKER, ADMIN},
     "fail": {WORKER, ADMIN},
     "snooze": {WORKER, ADMIN},
+    "confirm_cancel": {WORKER, ADMIN},
     "step_result": {WORKER, ADMIN},
     "record_step": {WORKER, ADMIN},
     "progress": {WORKER, ADMIN},
