@@ -16,7 +16,7 @@ three supervised background tasks: the completer (completes finished jobs in bat
 what finishes during one round trip goes in the next), the heartbeat (extends the
 leases, tells the database which jobs this worker runs after a failure and every two
 leases or minute, learns of cancellations, and sweeps now and then; on a connection of its
-own, with a deadline: pgq.worker_lease) and the listener (a dedicated autocommit
+own, with a deadline: pgq.worker.lease) and the listener (a dedicated autocommit
 connection on LISTEN). Every statement can be abandoned without waiting (pgq._deadline):
 from SIGTERM to exit takes the grace period and about 3 s more, whatever the database does.
 `def` handlers run in a thread pool, `async def` handlers on the loop. Every settle names
