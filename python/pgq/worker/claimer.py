@@ -149,7 +149,8 @@ class Claimer:
         assert self.settler is not None
         try:
             settlement = await self._executor.execute(run)
-            await self.settler.settle(run, settlement)
+            if not self.settler.settle_now(run, settlement):
+                await self.settler.settle(run, settlement)
             if settlement.kind == "timeout":
                 await self._executor.outlive(run)  # its slot stays taken until it stops
         finally:

@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -66,15 +66,14 @@ class Run:
         return (self.job.id, self.job.deliveries)
 
 
-@dataclass(frozen=True)
-class Settlement:
+class Settlement(NamedTuple):
     """How to settle a delivery, as the executor found it:
 
     complete (value: the result), completed (in the handler's transaction: nothing left to
     do), fail (error: what pgq.fail records), timeout (fail, then the slot stays taken
     while a thread goes on), snooze (value: seconds), cancelled (the run's task was
     cancelled: a shutdown's, or pgq.cancel's), fenced (a transactional handler's delivery
-    was no longer ours: its writes were rolled back)."""
+    was no longer ours: its writes were rolled back). A tuple: one is made per job."""
 
     kind: str
     value: Any = None

@@ -97,7 +97,6 @@ class Session:
             self.wakeups,
             worker.tally,
             worker.observers,
-            worker_id,
             self.claimer.slot_freed,
         )
         self.claimer.settler = self.settler

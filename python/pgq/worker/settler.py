@@ -56,7 +56,6 @@ class Settler:
         wakeups: Wakeups,
         tally: Tally,
         observers: list[Callable[[Job, str, float], None]],
-        worker_id: Callable[[], UUID | None],
         slot_freed: Callable[[], None],
     ) -> None:
         self._protocol = protocol
@@ -65,7 +64,6 @@ class Settler:
         self._tally = tally
         self._observers = observers  # the worker's (metrics exporters)
         self._watchers: list[Watcher] = []
-        self._worker_id = worker_id
         self._slot_freed = slot_freed
         self._done: list[tuple[Run, Any, float]] = []  # finished: (run, result, seconds) to complete
         # Finished jobs whose completion the database has not confirmed yet.
@@ -76,18 +74,28 @@ class Settler:
         """Also tell `watcher` of every settled delivery, with its run (pgq.testing)."""
         self._watchers.append(watcher)
 
-    async def settle(self, run: Run, settlement: Settlement) -> None:
-        job = run.job
+    def settle_now(self, run: Run, settlement: Settlement) -> bool:
+        """Settle what needs no wait (a success joins the next batch): returns False when
+        `settle` must be awaited instead. No coroutine for the common case: one per job."""
         kind = settlement.kind
         if kind == "complete":
             self._done.append((run, settlement.value, settlement.seconds))
-            self.unflushed[run.key] = job
+            self.unflushed[run.key] = run.job
             self._wakeups.flush.set()
-        elif kind == "completed":
+            return True
+        if kind == "completed":
             self._ledger.release(run.key)  # completed in the handler's transaction
             self._tally.completed += 1
             self._report(run, "succeeded", settlement.seconds)
-        elif kind in ("fail", "timeout"):
+            return True
+        return False
+
+    async def settle(self, run: Run, settlement: Settlement) -> None:
+        job = run.job
+        kind = settlement.kind
+        if self.settle_now(run, settlement):
+            return
+        if kind in ("fail", "timeout"):
             await self.fail(run, settlement.error)
         elif kind == "snooze":
             await self._snooze(run, settlement.value)
