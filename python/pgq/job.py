@@ -156,3 +156,18 @@ _CLAIM_FIELDS = (
     "concurrency_key",
     "reason",
 )
+
+
+# The worker's (pgq.worker) public ways in: the claim row's columns, a Job from a claim row,
+# and a cancellation request.
+CLAIM_FIELDS = _CLAIM_FIELDS
+
+
+def claimed(row: tuple[Any, ...], worker_id: UUID) -> Job:
+    """A Job from a claim row (the columns of CLAIM_FIELDS, in order)."""
+    return Job._claimed(row, worker_id)
+
+
+def request_cancel(job: Job) -> None:
+    """Set the job's cancellation flag (Job.cancelled): pgq.cancel, a timeout, a shutdown."""
+    job._cancel.set()

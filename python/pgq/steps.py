@@ -128,6 +128,16 @@ def step(job: Job, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> 
     return _step_async(job, name, fn, args)
 
 
+def attach(job: Job, runner: StepRunner) -> None:
+    """Give a delivered job the worker's step runner (the worker does, as each run starts)."""
+    job.__dict__["_steps"] = runner
+
+
+def in_transaction(job: Job, conn: Any) -> None:
+    """A transactional handler's steps read and record in its transaction (`conn`)."""
+    job.__dict__["_conn"] = conn
+
+
 def _runner(job: Job) -> StepRunner:
     runner: StepRunner | None = job.__dict__.get("_steps")
     if runner is None:

@@ -81,7 +81,7 @@ def test_every_function_the_workers_call_is_documented() -> None:
         *REPO.glob("python/pgq/worker/**/*.py"),
         REPO / "examples" / "node" / "worker.js",
     ]
-    called = {f"pgq.{m}" for path in sources for m in re.findall(r"\bpgq\.([a-z_]+)\(", path.read_text())}
+    called = {f"pgq.{m}" for path in sources for m in re.findall(r"\bpgq\.([a-z_0-9]+)\(", path.read_text())}
     assert {"pgq.claim", "pgq.heartbeat", "pgq.confirm_cancel"} <= called
     assert called <= documented, called - documented
 

@@ -69,7 +69,7 @@ def test_a_handlers_traceback_in_the_log_the_cli_and_the_dashboard(
     headline = "ValueError: row 5: column 'price' is not a number"
     # Stored whole: the worker's and Python's frames are kept.
     stored = scalar(dsn, "SELECT last_error FROM pgq.jobs WHERE id = %s", (job,))
-    assert "_runs.py" in stored and "concurrent/futures" in stored and stored.strip().endswith(headline)
+    assert "executor.py" in stored and "concurrent/futures" in stored and stored.strip().endswith(headline)
     # The log: the exception and where the handler's code raised it.
     assert re.search(
         rf"job {job} \(bad_row\) failed \(dead\).*: {re.escape(headline)}"
@@ -80,9 +80,9 @@ def test_a_handlers_traceback_in_the_log_the_cli_and_the_dashboard(
     # pgq job: the user's frames, the library's collapsed; --full as stored.
     out = CliRunner().invoke(main, ["job", "--dsn", dsn, str(job)]).output
     assert re.search(r"\[\.\.\. \d frames of pgq, asyncio, concurrent\.futures hidden\]", out), out
-    assert "in bad_row" in out and "in _price" in out and "_runs.py" not in out
+    assert "in bad_row" in out and "in _price" in out and "executor.py" not in out
     full = CliRunner().invoke(main, ["job", "--dsn", dsn, str(job), "--full"]).output
-    assert "_runs.py" in full and "in _price" in full
+    assert "executor.py" in full and "in _price" in full
 
     with serve(Config(dsn=dsn)) as served:
         # The dead-jobs list: the exception line, not `Traceback (most recent call last):`.

@@ -134,8 +134,8 @@ def test_a_completion_the_database_refuses_fails_only_that_job(dsn: str, monkeyp
     refuses for one job's data is completed job by job, and that job fails (it is retried,
     then dead) instead of being delivered again and again."""
     import pgq
-    from pgq import worker as worker_module
     from pgq.testing import drain
+    from pgq.worker import executor as worker_module
 
     monkeypatch.setattr(worker_module, "check_result", lambda value: value)  # let NaN through
     app = pgq.Worker(batch_size=10, concurrency=10)

@@ -1,10 +1,13 @@
 """drain(worker): run a worker's queued jobs in this process until none is due.
 
-The jobs run through the worker's own code: it registers, claims with pgq.claim, runs its
-handlers (async on the loop, `def` in threads, transactional ones in their transaction),
-completes, fails and snoozes through pgq's SQL and unregisters at the end. So retries,
+The jobs run through the worker's own parts (pgq.worker.session): it registers, claims
+with pgq.claim (the claimer's one-shot claim), runs its handlers through the executor
+(async on the loop, `def` in threads, transactional ones in their transaction), settles
+through the settler (completes, fails and snoozes with pgq's SQL; successes flushed after
+each round instead of by the settler's loop) and unregisters at the end. So retries,
 backoff, dead jobs, dependencies and limits behave as in production; only the loop that
 waits for NOTIFY is replaced by "claim again until the claim comes back empty".
+It uses only the parts' public names: a change inside the worker does not break it.
 """
 
 from __future__ import annotations
@@ -12,14 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from .._runs import Handler, Key
 from ..dsn import resolve_dsn
-from ..job import Job, Snooze
+from ..job import Job
 from ..worker import Worker, run_on
+from ..worker.session import Session
 
 # Makes every queued job of the entrypoints due now (run_future=True): retries waiting for
 # their backoff, snoozed jobs and jobs enqueued with a later run_at.
@@ -164,24 +165,28 @@ async def drain_async(
         raise ValueError("max_jobs and concurrency must be at least 1")
     database = resolve_dsn(dsn or worker.dsn)
     result = DrainResult()
-    exceptions: dict[Key, BaseException] = {}
-    with _instrumented(worker, result, exceptions):
-        async with worker._session(database):
-            await worker._register()
-            heartbeat = asyncio.create_task(worker._supervised("heartbeat", worker._heartbeat_loop))
-            try:
-                await asyncio.wait_for(
-                    _run_until_empty(worker, result, max_jobs, run_future, concurrency), timeout
-                )
-            except asyncio.TimeoutError:
-                await _stop(worker)
-                raise DrainError(f"drain: still running after {timeout} s; {result}", result) from None
-            finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
-                await worker._shutdown()
-            await _look_back(worker, result)
+    async with worker.session(database) as session:
+        # Every settled delivery, with what its handler raised (the executor keeps it).
+        session.settler.watch(
+            lambda run, outcome, seconds: result.runs.append(
+                DrainedRun(run.job, outcome, seconds, run.error, run.exception)
+            )
+        )
+        await session.register()
+        heartbeat = asyncio.create_task(session.supervised("heartbeat", session.heartbeat.run))
+        try:
+            await asyncio.wait_for(
+                _run_until_empty(session, worker, result, max_jobs, run_future, concurrency), timeout
+            )
+        except asyncio.TimeoutError:
+            await _stop(session)
+            raise DrainError(f"drain: still running after {timeout} s; {result}", result) from None
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            await session.shutdown()
+        await _look_back(session, worker, result)
     if raise_errors and result.failures:
         first = next((run.exception for run in result.failures if run.exception is not None), None)
         raise DrainError(_failures(result), result) from first
@@ -189,15 +194,16 @@ async def drain_async(
 
 
 async def _run_until_empty(
-    worker: Worker, result: DrainResult, max_jobs: int, run_future: bool, concurrency: int
+    session: Session, worker: Worker, result: DrainResult, max_jobs: int, run_future: bool, concurrency: int
 ) -> None:
     started = 0
+    sql = session.protocol.sql
     while True:
         if run_future:
-            await worker._sql(_MAKE_DUE, (worker.entrypoints,))
+            await sql(_MAKE_DUE, (worker.entrypoints,))
         if started >= max_jobs:
             # One more claim would tell whether something is left: look without claiming.
-            left = await worker._sql(_LEFT, (worker.entrypoints,))
+            left = await sql(_LEFT, (worker.entrypoints,))
             if left[0]["due"]:
                 raise DrainError(
                     f"drain: max_jobs={max_jobs} deliveries ran and jobs are still due"
@@ -205,7 +211,7 @@ async def _run_until_empty(
                     result,
                 )
             return
-        runs = await worker._claim(min(concurrency, max_jobs - started))
+        runs = await session.claimer.claim_once(min(concurrency, max_jobs - started))
         if not runs:
             return
         started += len(runs)
@@ -214,78 +220,27 @@ async def _run_until_empty(
         await asyncio.wait([run.task for run in runs if run.task is not None])
         # Successes are completed in batches, as in production: complete them now, before
         # the next claim, so jobs that depend on them are released.
-        await worker._complete_pending()
+        await session.settler.flush()
 
 
-async def _stop(worker: Worker) -> None:
+async def _stop(session: Session) -> None:
     """The timeout passed: stop the handlers; unregistering gives their jobs back."""
-    worker._begin_stop()
-    tasks = [run.task for run in worker._running.values() if run.task is not None]
+    session.stop()
+    tasks = [run.task for run in session.claimer.running.values() if run.task is not None]
     for task in tasks:
         task.cancel()
     if tasks:
         await asyncio.wait(tasks, timeout=1.0)
 
 
-async def _look_back(worker: Worker, result: DrainResult) -> None:
+async def _look_back(session: Session, worker: Worker, result: DrainResult) -> None:
     ran = sorted({run.job.id for run in result.runs})
-    rows = await worker._sql(
+    rows = await session.protocol.sql(
         "SELECT id FROM pgq._jobs WHERE id = ANY(%s::bigint[]) AND status = 'dead' ORDER BY id", (ran,)
     )
     result.dead = [row["id"] for row in rows]
-    left = (await worker._sql(_LEFT, (worker.entrypoints,)))[0]
+    left = (await session.protocol.sql(_LEFT, (worker.entrypoints,)))[0]
     result.queued, result.waiting = left["queued"], left["waiting"]
-
-
-@contextlib.contextmanager
-def _instrumented(
-    worker: Worker, result: DrainResult, exceptions: dict[Key, BaseException]
-) -> Iterator[None]:
-    """For the drain's length: handlers that remember what they raise, and an observer
-    that records every settled delivery."""
-
-    def observe(job: Job, outcome: str, seconds: float) -> None:
-        key = (job.id, job.deliveries)
-        run = worker._running.get(key)  # a failure is told while its run still holds its slot
-        error = run.error if run is not None else None
-        result.runs.append(DrainedRun(job, outcome, seconds, error, exceptions.get(key)))
-
-    handlers = worker._handlers
-    worker._handlers = {name: _remembering(h, exceptions) for name, h in handlers.items()}
-    worker.observers.append(observe)
-    try:
-        yield
-    finally:
-        worker._handlers = handlers
-        worker.observers.remove(observe)
-
-
-def _remembering(handler: Handler, exceptions: dict[Key, BaseException]) -> Handler:
-    fn = handler.fn
-
-    def keep(job: Job, exc: BaseException) -> None:
-        if not isinstance(exc, Snooze):
-            exceptions[(job.id, job.deliveries)] = exc
-
-    if handler.is_async:
-
-        async def run_async(job: Job) -> Any:
-            try:
-                return await fn(job)
-            except Exception as exc:
-                keep(job, exc)
-                raise
-
-        return Handler(run_async, True, False)
-
-    def run(job: Job, *args: Any) -> Any:
-        try:
-            return fn(job, *args)
-        except Exception as exc:
-            keep(job, exc)
-            raise
-
-    return Handler(run, False, handler.transactional)
 
 
 def _failures(result: DrainResult) -> str:

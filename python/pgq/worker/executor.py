@@ -1,4 +1,11 @@
-"""What the worker tracks per delivery, and how it runs one handler.
+"""The executor: runs one delivery's handler and says how to settle it.
+
+What it is for: running a handler (async on the loop, `def` in a thread, transactional in
+its own transaction, which also completes the job), within the job's timeout and, when
+OpenTelemetry is installed, in a consumer span; what it returns or raises becomes a
+Settlement (complete, fail, snooze, cancelled, ...) that the settler carries out.
+What it must never do: settle a job itself (a transactional handler's job excepted: it is
+completed in the handler's transaction), or claim.
 
 A delivery (a job id and the `deliveries` value its claim returned) is the unit: the same
 job can be claimed again by this very process (re-queued after a timeout, or after a
@@ -8,16 +15,25 @@ re-registration) while its first run still executes, so nothing is keyed by job 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
+import logging
 import re
 import sys
+import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+from uuid import UUID
 
-from .job import Job
+from psycopg.types.json import Jsonb
+
+from .. import pools, steps, tracing
+from .._wire import Undecodable
+from ..job import Job, JobCancelled, Snooze, request_cancel
 
 Key = tuple[int, int]
 
@@ -46,10 +62,30 @@ class Run:
     # pgq.heartbeat named it as to be canceled: it is settled with pgq.confirm_cancel (no
     # attempt spent) instead of pgq.fail.
     cancel_requested: bool = False
+    exception: BaseException | None = None  # what the handler raised, if it raised
 
     @property
     def key(self) -> Key:
         return (self.job.id, self.job.deliveries)
+
+
+class Settlement(NamedTuple):
+    """How to settle a delivery, as the executor found it:
+
+    complete (value: the result), completed (in the handler's transaction: nothing left to
+    do), fail (error: what pgq.fail records), timeout (fail, then the slot stays taken
+    while a thread goes on), snooze (value: seconds), cancelled (the run's task was
+    cancelled: a shutdown's, or pgq.cancel's), fenced (a transactional handler's delivery
+    was no longer ours: its writes were rolled back). A tuple: one is made per job."""
+
+    kind: str
+    value: Any = None
+    error: str = ""
+    seconds: float = 0.0  # how long the handler ran
+
+
+class Fenced(Exception):
+    """pgq.complete did not complete the job: another delivery owns it now."""
 
 
 class Timeout(Exception):
@@ -156,3 +192,91 @@ def _started(run: Run, loop: asyncio.AbstractEventLoop, in_thread: Callable[[Run
     assert run.started is not None
     loop.call_soon_threadsafe(run.started.set)
     return in_thread(run)
+
+
+# A handler runs in a consumer span when OpenTelemetry is installed (pgq.tracing).
+_NO_SPAN = contextlib.nullcontext()
+log = logging.getLogger("pgq.worker")
+
+
+class Executor:
+    """Runs the handlers of one run of a worker."""
+
+    def __init__(
+        self,
+        threads: ThreadPoolExecutor,
+        sync_pool: pools.Pool | None,
+        worker_id: Callable[[], UUID | None],
+        complete_sql: str,
+    ) -> None:
+        self._threads = threads
+        self._sync_pool = sync_pool  # transactional handlers' connections
+        self._worker_id = worker_id
+        self._complete_sql = complete_sql
+        self.spans = False  # whether handlers run in OpenTelemetry spans (pgq.tracing)
+
+    def check_spans(self) -> None:
+        """Per claimed batch: it reads the environment."""
+        self.spans = tracing.enabled()
+
+    async def execute(self, run: Run) -> Settlement:
+        job = run.job
+        run.t0 = started = time.monotonic()
+        try:
+            if type(job.payload) is Undecodable or type(job.headers) is Undecodable:
+                what = "payload" if type(job.payload) is Undecodable else "headers"
+                error = getattr(job, what).error
+                raise NotJson(f"the job's {what} is JSON that Python cannot decode: {error}")
+            with tracing.job_span(job) if self.spans else _NO_SPAN:
+                result = await call_handler(run, self._threads, self._in_thread)
+            if run.handler.transactional:
+                return Settlement("completed", seconds=time.monotonic() - started)
+            if job.cancelled and self._worker_id() == job.worker_id:
+                return Settlement(
+                    "fail", error="canceled: the handler returned after cancellation was requested"
+                )
+            return Settlement("complete", check_result(result), seconds=time.monotonic() - started)
+        except Timeout:
+            request_cancel(job)
+            return Settlement("timeout", error=f"timeout: ran longer than {job.timeout}")
+        except asyncio.CancelledError:
+            return Settlement("cancelled")
+        except Fenced:
+            return Settlement("fenced")
+        except NotJson as exc:
+            return Settlement("fail", error=str(exc))
+        except Snooze as exc:
+            return Settlement("snooze", exc.seconds)
+        except Exception as exc:  # JobCancelled included: pgq.fail cancels a job whose cancel was requested
+            run.exception = exc
+            return Settlement("fail", error=traceback.format_exc())
+
+    async def outlive(self, run: Run) -> None:
+        """After a timeout's failure: a sync handler goes on in its thread, and its slot
+        stays taken until it stops."""
+        if run.thread is not None:
+            log.warning("job %d (%s): the handler goes on past its timeout", run.job.id, run.job.entrypoint)
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(run.thread)
+
+    def _in_thread(self, run: Run) -> Any:
+        # A delivery given up before its handler began (the worker was reaped and registered
+        # again, or the job was canceled) is not started at all: another delivery may run.
+        job = run.job
+        if job.cancelled:
+            raise JobCancelled()
+        if not run.handler.transactional:
+            return run.handler.fn(job)
+        assert self._sync_pool is not None
+        with self._sync_pool.connection() as conn, conn.transaction():
+            if job.cancelled:  # it waited for a connection (a restart) meanwhile
+                raise JobCancelled()
+            steps.in_transaction(job, conn)  # Job.step records in this transaction
+            result = check_result(run.handler.fn(job, conn))
+            done = conn.execute(
+                self._complete_sql,
+                (job.worker_id, [job.id], [None if result is None else Jsonb(result)], [job.deliveries]),
+            ).fetchall()
+            if not done:
+                raise Fenced()
+        return result
