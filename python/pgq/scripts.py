@@ -72,6 +72,36 @@ END
 $guard$;
 """
 
+# A plain script runs in one transaction (psql -1, a migration tool's transaction): run
+# statement by statement, an error leaves pgq half installed or half upgraded. Its first
+# statement marks the transaction (a setting local to it); the second refuses to go on in
+# another one, before anything is changed. (If psql goes on past errors, sql/reconcile.sql
+# still drops nothing.)
+_MARK_TRANSACTION = """\
+DO $mark$
+BEGIN
+    PERFORM pg_catalog.set_config('pgq.script_xact', pg_catalog.pg_current_xact_id()::text, true);
+END
+$mark$;
+"""
+_GUARD_TRANSACTION = """\
+DO $guard$
+BEGIN
+    IF pg_catalog.current_setting('pgq.script_xact', true)
+       IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = 'pgq: this script must run in one transaction; nothing was changed',
+            HINT = 'psql -v ON_ERROR_STOP=1 -1 -f FILE (a migration tool: one transaction per script).';
+    END IF;
+END
+$guard$;
+"""
+
+
+def _one_transaction() -> str:
+    return _section("guard: one transaction", _MARK_TRANSACTION + _GUARD_TRANSACTION)
+
+
 # Every table and view of pgq locked first, in one statement, as pgq.migrate._lock_schema
 # does: locked statement by statement, an upgrade and a running worker can deadlock. Each
 # try waits at most 500 ms; a failed try gives its locks back at once (its subtransaction
@@ -179,13 +209,13 @@ def _header(what: str, run: str, version: str = __version__) -> str:
 def install_script(prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """`pgq sql install`: a fresh install for psql or a migration tool, one transaction."""
     run = "Run it in one transaction: psql -v ON_ERROR_STOP=1 -1 -f FILE (then SELECT pgq.schedule_sweeps())."
-    return _header("a fresh install", run) + install_body(prefix)
+    return _header("a fresh install", run) + _one_transaction() + install_body(prefix)
 
 
 def upgrade_script(release: str, prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """`pgq sql upgrade --from RELEASE`: the upgrade from RELEASE, one transaction."""
     run = "Run it in one transaction: psql -v ON_ERROR_STOP=1 -1 -f FILE."
-    return _header(f"the upgrade from {release}", run) + upgrade_body(release, prefix)
+    return _header(f"the upgrade from {release}", run) + _one_transaction() + upgrade_body(release, prefix)
 
 
 # --- the extension ---------------------------------------------------------------------

@@ -167,6 +167,50 @@ def test_alter_extension_update_from_the_first_release_keeps_every_job(make_db) 
     assert_same_schema(cli, ext, extension=True)
 
 
+def psql_each(dsn: str, text: str, *, stop: bool) -> subprocess.CompletedProcess[str]:
+    """psql -f without -1: each statement commits on its own; without stop (ON_ERROR_STOP)
+    psql goes on past every error."""
+    return subprocess.run(
+        [PSQL, "-X", "-q", "-v", f"ON_ERROR_STOP={int(stop)}", "-d", dsn, "-f", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def pgq_objects(dsn: str) -> list[tuple]:
+    return run(
+        dsn,
+        "SELECT (SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'pgq'::regnamespace),"
+        " (SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'pgq'::regnamespace),"
+        " (SELECT count(*) FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid"
+        "  WHERE c.relnamespace = 'pgq'::regnamespace)",
+    )
+
+
+def test_a_script_run_outside_one_transaction_changes_nothing(make_db) -> None:  # noqa: F811
+    fresh, installed, old = make_db(), make_db(), make_db()
+    # psql -f without -1, stopping at the first error: it stops at the first statement.
+    refused = psql_each(fresh, scripts.install_script(), stop=True)
+    assert refused.returncode != 0 and "in one transaction" in refused.stderr, refused.stderr
+    assert run(fresh, "SELECT to_regnamespace('pgq')") == [(None,)]
+    restore(old, FIXTURES / "pgq-0.2.0.sql")
+    refused = psql_each(old, scripts.upgrade_script("0.2.0"), stop=True)
+    assert refused.returncode != 0 and "in one transaction" in refused.stderr, refused.stderr
+    assert run(old, "SELECT max(version) FROM pgq._migrations") == [(scripts.RELEASES["0.2.0"],)]
+    # Going on past every error, each statement in a transaction of its own: the install and
+    # upgrade scripts re-create pgq's functions and views, and the reconcile step (which drops
+    # what its transaction did not create) must then drop nothing.
+    assert psql_script(installed, scripts.install_script()).returncode == 0
+    before = pgq_objects(installed)
+    for script in (scripts.install_script(), scripts.upgrade_script("0.2.0")):
+        went_on = psql_each(installed, script, stop=False)
+        assert "in one transaction" in went_on.stderr, went_on.stderr
+        assert pgq_objects(installed) == before
+        assert run(installed, "SELECT pgq.version()") == [(pgq.__version__,)]
+
+
 def fill_every_state(dsn: str) -> dict[str, int]:
     """One job in each state, through the SQL of every release since 0.2.0."""
     with psycopg.connect(dsn, autocommit=True) as c:
