@@ -53,6 +53,7 @@ _GUARD_VERSION = """\
 DO $guard$
 DECLARE
     v_found integer;
+    v_prefix text;
 BEGIN
     IF pg_catalog.to_regclass('pgq._migrations') IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'PQ012',
@@ -60,6 +61,19 @@ BEGIN
             HINT = 'Install it with the script of pgq sql install (or pgq install).';
     END IF;
     SELECT max(version) INTO v_found FROM pgq._migrations;
+    -- The install's roles, as pgq upgrade keeps them (an install older than the record has
+    -- the default ones): a script for other roles would hand the schema to those.
+    IF pg_catalog.to_regclass('pgq._install') IS NOT NULL THEN
+        SELECT i.role_prefix INTO v_prefix FROM pgq._install AS i;
+    END IF;
+    IF coalesce(v_prefix, '{default_prefix}') IS DISTINCT FROM '{prefix}' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = pg_catalog.format(
+                'pgq: pgq in this database was installed with the roles of prefix %s; this script is'
+                ' for the roles of prefix {prefix}; nothing was changed',
+                coalesce(v_prefix, '{default_prefix}')),
+            HINT = 'Print it for the install''s roles: pgq sql upgrade --from {release} --roles PREFIX.';
+    END IF;
     IF v_found IS DISTINCT FROM {migration} THEN
         RAISE EXCEPTION USING ERRCODE = 'PQ012',
             MESSAGE = pg_catalog.format(
@@ -188,7 +202,9 @@ def upgrade_body(release: str, prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """The statements of an upgrade from `release` (what `pgq upgrade --no-cron` runs)."""
     pgroles.check_prefix(prefix)
     todo = pending(release)
-    guard = _GUARD_VERSION.format(release=release, migration=RELEASES[release])
+    guard = _GUARD_VERSION.format(
+        release=release, migration=RELEASES[release], prefix=prefix, default_prefix=pgroles.DEFAULT_PREFIX
+    )
     parts = [_section(f"guard: pgq {release} is installed here", guard), _section("locks", _LOCK_ALL)]
     for mig in todo:
         parts.append(

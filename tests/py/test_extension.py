@@ -167,6 +167,36 @@ def test_alter_extension_update_from_the_first_release_keeps_every_job(make_db) 
     assert_same_schema(cli, ext, extension=True)
 
 
+def test_the_upgrade_script_keeps_the_roles_of_the_install(make_db) -> None:  # noqa: F811
+    """As pgq upgrade --roles: the prefix is the install's; a script printed for other roles
+    (or without --roles for an install that has its own) would hand the schema to those and
+    revoke the running install's grants. It refuses, changing nothing."""
+    other, own, first = make_db(), make_db(), make_db()
+    restore(other, FIXTURES / "pgq-0.2.0.sql")  # the default roles, pgq_*
+    restore(first, FIXTURES / "pgq-0.1.0.sql")  # older than the record: the default roles
+    restore(own, FIXTURES / "pgq-0.2.0.sql")
+    run(own, "UPDATE pgq._install SET role_prefix = 'review_own_'")  # as if installed with its own
+    # Owners and privileges of everything in schema pgq.
+    grants = (
+        "SELECT c.relname, c.relowner::regrole::text, c.relacl::text FROM pg_class AS c"
+        " WHERE c.relnamespace = 'pgq'::regnamespace ORDER BY 1"
+    )
+    before = {dsn: run(dsn, grants) for dsn in (other, own, first)}
+    cases = (
+        (other, "0.2.0", "review_new_", "pgq_"),
+        (own, "0.2.0", "pgq_", "review_own_"),
+        (first, "0.1.0", "review_new_", "pgq_"),
+    )
+    for dsn, release, prefix, recorded in cases:
+        refused = psql_script(dsn, scripts.upgrade_script(release, prefix))
+        assert (
+            refused.returncode != 0 and f"installed with the roles of prefix {recorded}" in refused.stderr
+        ), refused.stderr
+        assert run(dsn, "SELECT max(version) FROM pgq._migrations") == [(scripts.RELEASES[release],)]
+        assert run(dsn, grants) == before[dsn]
+    assert run(other, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'review\\_new\\_%'") == [(0,)]
+
+
 def psql_each(dsn: str, text: str, *, stop: bool) -> subprocess.CompletedProcess[str]:
     """psql -f without -1: each statement commits on its own; without stop (ON_ERROR_STOP)
     psql goes on past every error."""
