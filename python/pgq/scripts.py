@@ -111,6 +111,27 @@ END
 $guard$;
 """
 
+# A plain upgrade script refuses an extension install (as pgq upgrade does): it would
+# leave the extension at its old version, which ALTER EXTENSION UPDATE then can never
+# update, and the functions it adds outside the extension.
+_GUARD_NOT_EXTENSION = """\
+DO $guard$
+DECLARE
+    v_version text;
+BEGIN
+    SELECT e.extversion INTO v_version FROM pg_catalog.pg_extension AS e WHERE e.extname = 'pgq';
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = pg_catalog.format(
+                'pgq: pgq %s is installed in this database as the extension pgq; this script changes'
+                ' nothing there', v_version),
+            HINT = 'Upgrade it with ALTER EXTENSION pgq UPDATE (after installing the new extension '
+                   'files: pgq sql extension DIR).';
+    END IF;
+END
+$guard$;
+"""
+
 
 def _one_transaction() -> str:
     return _section("guard: one transaction", _MARK_TRANSACTION + _GUARD_TRANSACTION)
@@ -231,7 +252,12 @@ def install_script(prefix: str = pgroles.DEFAULT_PREFIX) -> str:
 def upgrade_script(release: str, prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """`pgq sql upgrade --from RELEASE`: the upgrade from RELEASE, one transaction."""
     run = "Run it in one transaction: psql -v ON_ERROR_STOP=1 -1 -f FILE."
-    return _header(f"the upgrade from {release}", run) + _one_transaction() + upgrade_body(release, prefix)
+    return (
+        _header(f"the upgrade from {release}", run)
+        + _one_transaction()
+        + _section("guard: not the extension", _GUARD_NOT_EXTENSION)
+        + upgrade_body(release, prefix)
+    )
 
 
 # --- the extension ---------------------------------------------------------------------

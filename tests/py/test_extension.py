@@ -132,6 +132,19 @@ def test_the_two_kinds_of_install_never_mix(make_db) -> None:  # noqa: F811
     for dsn in (cli, ext):
         done = psql_script(dsn, printed)
         assert done.returncode != 0 and "already exists" in done.stderr, done.stderr
+    # So does the upgrade script an extension of that release: it would leave the extension
+    # at the old version (ALTER EXTENSION UPDATE refused for good) and its new functions
+    # outside it.
+    old_ext = make_db()
+    run(old_ext, f"CREATE EXTENSION pgq VERSION '{scripts.BASE_RELEASE}'")
+    done = psql_script(old_ext, scripts.upgrade_script(scripts.BASE_RELEASE))
+    assert done.returncode != 0 and "as the extension pgq" in done.stderr, done.stderr
+    assert run(old_ext, "SELECT extversion FROM pg_extension WHERE extname = 'pgq'") == [
+        (scripts.BASE_RELEASE,)
+    ]
+    assert run(old_ext, "SELECT max(version) FROM pgq._migrations") == [
+        (scripts.RELEASES[scripts.BASE_RELEASE],)
+    ]
     with psycopg.connect(cli) as a, psycopg.connect(ext) as b:
         assert (migrate.install_kind(a), migrate.install_kind(b)) == ("cli", "extension")
 
