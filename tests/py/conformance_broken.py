@@ -6,6 +6,8 @@ fail it, naming the scenario. BROKEN (environment) picks the fault:
 - stale-settle-slow: the same, and it claims again only CLAIM_DELAY s (default 0.8) after a
   timeout (a worker that polls once a second and missed the notification): the stale end
   still settles the next delivery if that was claimed before it.
+- no-stop: never stops a handler, neither for a cancel (the ids its heartbeat returns are
+  ignored) nor at a timeout; so do the modes above.
 Otherwise it does what docs/protocol.md asks, in the simplest way (one thread per job)."""
 
 from __future__ import annotations

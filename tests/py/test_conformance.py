@@ -69,6 +69,7 @@ def test_pgq_worker_passes_and_broken_workers_fail_naming_the_scenario(dsn: str)
     # Claiming later than the late end, it settles nothing stale here: the scenario must say
     # that it could not test the fencing, not pass it.
     slower = start(dsn, BROKEN, "--scenario", "timeout", BROKEN="stale-settle-slow", CLAIM_DELAY="1.8")
+    deaf = start(dsn, BROKEN, "--scenario", "cancel", "--scenario", "timeout", BROKEN="no-stop")
 
     assert_all_pass(*finish(good))
 
@@ -84,6 +85,10 @@ def test_pgq_worker_passes_and_broken_workers_fail_naming_the_scenario(dsn: str)
     code, out = finish(slower)
     assert code == 1
     assert "FAIL  timeout" in out and "the fencing of a late end was not tested" in out
+    code, out = finish(deaf)
+    assert code == 1
+    assert "FAIL  cancel" in out and "canceled: not seen" in out
+    assert "FAIL  timeout" in out and "is succeeded, expected dead" in out
     assert_left_nothing(dsn)
 
 
