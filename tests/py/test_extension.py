@@ -255,7 +255,8 @@ def test_a_script_run_outside_one_transaction_changes_nothing(make_db) -> None: 
 
 
 def fill_every_state(dsn: str) -> dict[str, int]:
-    """One job in each state, through the SQL of every release since 0.2.0."""
+    """One job in each state (and in each final one), through the SQL of every release since
+    0.2.0."""
     with psycopg.connect(dsn, autocommit=True) as c:
         q = lambda sql: c.execute(sql).fetchone()[0]  # noqa: E731
         worker = q("SELECT pgq.register_worker('t', ARRAY['s'])")
@@ -269,6 +270,11 @@ def fill_every_state(dsn: str) -> dict[str, int]:
         c.execute(f"SELECT pgq.claim('{worker}', ARRAY['s'], 1)")
         ids["queued"] = q("SELECT pgq.enqueue('s', '{}')")
         ids["scheduled"] = q("SELECT pgq.enqueue('s', '{}', run_at => now() + interval '1 day')")
+        ids["waiting"] = q(
+            f"SELECT pgq.enqueue('s', '{{}}', depends_on => ARRAY[{ids['scheduled']}]::bigint[])"
+        )
+        ids["canceled"] = q("SELECT pgq.enqueue('s', '{}')")
+        c.execute(f"SELECT pgq.cancel(ARRAY[{ids['canceled']}]::bigint[])")
         c.execute("SELECT pgq.configure('s', concurrency => 3)")
         c.execute("SELECT pgq.schedule('nightly', '0 3 * * *', 's')")
     return ids
