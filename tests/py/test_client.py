@@ -755,25 +755,6 @@ def test_database_without_pgq_raises_schema_error(fresh_db: str) -> None:
             client.queues()
 
 
-def test_confirm_cancel_settles_a_requested_cancel_sync_and_async(client: Client, dsn: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for entrypoint in ("cc_sync", "cc_async"):
-            client.enqueue(entrypoint, {})
-        sync_worker, sync_job = claim_one(conn, "cc_sync")
-        async_worker, async_job = claim_one(conn, "cc_async")
-    assert client.cancel([sync_job, async_job]) == 2
-    assert client.confirm_cancel(sync_worker, sync_job, delivery=2) is None  # another delivery
-    assert client.confirm_cancel(sync_worker, sync_job, delivery=1) == "canceled"
-    assert client.confirm_cancel(sync_worker, sync_job) is None  # settled
-
-    async def settle() -> str | None:
-        async with pgq.AsyncClient(dsn, min_size=1, max_size=1) as aclient:
-            return await aclient.confirm_cancel(async_worker, async_job, delivery=1)
-
-    assert asyncio.run(settle()) == "canceled"
-    assert [client.job_status(j) for j in (sync_job, async_job)] == ["canceled", "canceled"]
-
-
 def test_confirm_cancel_races_complete_and_the_give_back_one_settlement_wins(
     client: Client, dsn: str
 ) -> None:
@@ -811,6 +792,7 @@ def test_confirm_cancel_races_complete_and_the_give_back_one_settlement_wins(
             client.enqueue(entrypoint, {})
             worker, job = claim_one(a, entrypoint)
             assert client.cancel([job]) == 1
+            attempt = a.execute("SELECT attempt FROM pgq._jobs WHERE id = %s", (job,)).fetchone()[0]
             args = {"w": worker, "j": job}
             got: dict[str, object] = {}
             b.execute("BEGIN")
@@ -824,4 +806,23 @@ def test_confirm_cancel_races_complete_and_the_give_back_one_settlement_wins(
             rows = a.execute(
                 "SELECT outcome, attempt FROM pgq._outcomes WHERE job_id = %s ORDER BY finished_at", (job,)
             ).fetchall()
-            assert rows == [(outcome, 0)], (first, second, rows)
+            assert rows == [(outcome, attempt)], (first, second, rows)
+
+
+def test_confirm_cancel_settles_a_requested_cancel_sync_and_async(client: Client, dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for entrypoint in ("cc_sync", "cc_async"):
+            client.enqueue(entrypoint, {})
+        sync_worker, sync_job = claim_one(conn, "cc_sync")
+        async_worker, async_job = claim_one(conn, "cc_async")
+    assert client.cancel([sync_job, async_job]) == 2
+    assert client.confirm_cancel(sync_worker, sync_job, delivery=2) is None  # another delivery
+    assert client.confirm_cancel(sync_worker, sync_job, delivery=1) == "canceled"
+    assert client.confirm_cancel(sync_worker, sync_job) is None  # settled
+
+    async def settle() -> str | None:
+        async with pgq.AsyncClient(dsn, min_size=1, max_size=1) as aclient:
+            return await aclient.confirm_cancel(async_worker, async_job, delivery=1)
+
+    assert asyncio.run(settle()) == "canceled"
+    assert [client.job_status(j) for j in (sync_job, async_job)] == ["canceled", "canceled"]
