@@ -8,11 +8,23 @@
 -- "Created by this transaction" is read from the catalog row's xmin: CREATE OR REPLACE
 -- rewrites the row even when the definition is unchanged. A trigger that the code keeps
 -- without re-creating it (that would lock its table) is marked by re-writing its comment.
+-- When no function of schema pgq was created by this transaction, the install or upgrade
+-- did not run in one (a script through psql without -1): every object would look stale,
+-- so nothing is dropped and it raises.
 DO $$
 DECLARE
     v_xid xid := pg_catalog.pg_current_xact_id()::xid;
     v_stmt text;
 BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_proc AS p WHERE p.pronamespace = 'pgq'::regnamespace AND p.xmin = v_xid
+    ) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = 'pgq: no function of schema pgq was created by this transaction: the install or '
+                      'upgrade must run in one transaction; nothing was dropped',
+            HINT = 'Run the script of pgq sql install or pgq sql upgrade in one transaction: '
+                   'psql -v ON_ERROR_STOP=1 -1 -f FILE.';
+    END IF;
     FOR v_stmt IN
         SELECT format('DROP TRIGGER %I ON pgq.%I', t.tgname, c.relname)
         FROM pg_catalog.pg_trigger AS t

@@ -53,6 +53,7 @@ _GUARD_VERSION = """\
 DO $guard$
 DECLARE
     v_found integer;
+    v_prefix text;
 BEGIN
     IF pg_catalog.to_regclass('pgq._migrations') IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'PQ012',
@@ -60,6 +61,19 @@ BEGIN
             HINT = 'Install it with the script of pgq sql install (or pgq install).';
     END IF;
     SELECT max(version) INTO v_found FROM pgq._migrations;
+    -- The install's roles, as pgq upgrade keeps them (an install older than the record has
+    -- the default ones): a script for other roles would hand the schema to those.
+    IF pg_catalog.to_regclass('pgq._install') IS NOT NULL THEN
+        SELECT i.role_prefix INTO v_prefix FROM pgq._install AS i;
+    END IF;
+    IF coalesce(v_prefix, '{default_prefix}') IS DISTINCT FROM '{prefix}' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = pg_catalog.format(
+                'pgq: pgq in this database was installed with the roles of prefix %s; this script is'
+                ' for the roles of prefix {prefix}; nothing was changed',
+                coalesce(v_prefix, '{default_prefix}')),
+            HINT = 'Print it for the install''s roles: pgq sql upgrade --from {release} --roles PREFIX.';
+    END IF;
     IF v_found IS DISTINCT FROM {migration} THEN
         RAISE EXCEPTION USING ERRCODE = 'PQ012',
             MESSAGE = pg_catalog.format(
@@ -71,6 +85,57 @@ BEGIN
 END
 $guard$;
 """
+
+# A plain script runs in one transaction (psql -1, a migration tool's transaction): run
+# statement by statement, an error leaves pgq half installed or half upgraded. Its first
+# statement marks the transaction (a setting local to it); the second refuses to go on in
+# another one, before anything is changed. (If psql goes on past errors, sql/reconcile.sql
+# still drops nothing.)
+_MARK_TRANSACTION = """\
+DO $mark$
+BEGIN
+    PERFORM pg_catalog.set_config('pgq.script_xact', pg_catalog.pg_current_xact_id()::text, true);
+END
+$mark$;
+"""
+_GUARD_TRANSACTION = """\
+DO $guard$
+BEGIN
+    IF pg_catalog.current_setting('pgq.script_xact', true)
+       IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = 'pgq: this script must run in one transaction; nothing was changed',
+            HINT = 'psql -v ON_ERROR_STOP=1 -1 -f FILE (a migration tool: one transaction per script).';
+    END IF;
+END
+$guard$;
+"""
+
+# A plain upgrade script refuses an extension install (as pgq upgrade does): it would
+# leave the extension at its old version, which ALTER EXTENSION UPDATE then can never
+# update, and the functions it adds outside the extension.
+_GUARD_NOT_EXTENSION = """\
+DO $guard$
+DECLARE
+    v_version text;
+BEGIN
+    SELECT e.extversion INTO v_version FROM pg_catalog.pg_extension AS e WHERE e.extname = 'pgq';
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PQ012',
+            MESSAGE = pg_catalog.format(
+                'pgq: pgq %s is installed in this database as the extension pgq; this script changes'
+                ' nothing there', v_version),
+            HINT = 'Upgrade it with ALTER EXTENSION pgq UPDATE (after installing the new extension '
+                   'files: pgq sql extension DIR).';
+    END IF;
+END
+$guard$;
+"""
+
+
+def _one_transaction() -> str:
+    return _section("guard: one transaction", _MARK_TRANSACTION + _GUARD_TRANSACTION)
+
 
 # Every table and view of pgq locked first, in one statement, as pgq.migrate._lock_schema
 # does: locked statement by statement, an upgrade and a running worker can deadlock. Each
@@ -158,7 +223,9 @@ def upgrade_body(release: str, prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """The statements of an upgrade from `release` (what `pgq upgrade --no-cron` runs)."""
     pgroles.check_prefix(prefix)
     todo = pending(release)
-    guard = _GUARD_VERSION.format(release=release, migration=RELEASES[release])
+    guard = _GUARD_VERSION.format(
+        release=release, migration=RELEASES[release], prefix=prefix, default_prefix=pgroles.DEFAULT_PREFIX
+    )
     parts = [_section(f"guard: pgq {release} is installed here", guard), _section("locks", _LOCK_ALL)]
     for mig in todo:
         parts.append(
@@ -179,13 +246,18 @@ def _header(what: str, run: str, version: str = __version__) -> str:
 def install_script(prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """`pgq sql install`: a fresh install for psql or a migration tool, one transaction."""
     run = "Run it in one transaction: psql -v ON_ERROR_STOP=1 -1 -f FILE (then SELECT pgq.schedule_sweeps())."
-    return _header("a fresh install", run) + install_body(prefix)
+    return _header("a fresh install", run) + _one_transaction() + install_body(prefix)
 
 
 def upgrade_script(release: str, prefix: str = pgroles.DEFAULT_PREFIX) -> str:
     """`pgq sql upgrade --from RELEASE`: the upgrade from RELEASE, one transaction."""
     run = "Run it in one transaction: psql -v ON_ERROR_STOP=1 -1 -f FILE."
-    return _header(f"the upgrade from {release}", run) + upgrade_body(release, prefix)
+    return (
+        _header(f"the upgrade from {release}", run)
+        + _one_transaction()
+        + _section("guard: not the extension", _GUARD_NOT_EXTENSION)
+        + upgrade_body(release, prefix)
+    )
 
 
 # --- the extension ---------------------------------------------------------------------

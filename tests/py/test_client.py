@@ -755,6 +755,58 @@ def test_database_without_pgq_raises_schema_error(fresh_db: str) -> None:
             client.queues()
 
 
+def test_confirm_cancel_races_complete_and_the_give_back_one_settlement_wins(
+    client: Client, dsn: str
+) -> None:
+    """A settlement of the same delivery that commits while pgq.confirm_cancel waits for the
+    job's row (the holder's pgq.complete, a heartbeat giving the job back) wins: the waiting
+    call returns NULL; and pgq.complete waiting behind a confirm_cancel completes nothing.
+    Each race is forced: the other session holds its transaction open until the waiting
+    call is seen waiting for a lock."""
+
+    def waiting_for_lock(pid: int) -> None:
+        with psycopg.connect(dsn, autocommit=True) as watch:
+            for _ in range(600):
+                if watch.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()[0]:
+                    return
+                time.sleep(0.05)
+        raise AssertionError(f"session {pid} never waited for a lock")
+
+    def call(conn: psycopg.Connection, query: str, args: dict[str, object], into: dict[str, object]) -> None:
+        into["r"] = conn.execute(query, args).fetchone()[0]
+
+    settle = {
+        "complete": "SELECT count(*) FROM pgq.complete(%(w)s, ARRAY[%(j)s]::bigint[], NULL, ARRAY[1])",
+        "give back": "SELECT count(*) FROM pgq.heartbeat(%(w)s, '{}'::bigint[])",
+        "confirm_cancel": "SELECT pgq.confirm_cancel(%(w)s, %(j)s, 1)",
+    }
+    for first, second, outcome in (
+        ("complete", "confirm_cancel", "succeeded"),
+        ("give back", "confirm_cancel", "canceled"),
+        ("confirm_cancel", "complete", "canceled"),
+    ):
+        entrypoint = "cc_race_" + first.replace(" ", "_")
+        with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
+            client.enqueue(entrypoint, {})
+            worker, job = claim_one(a, entrypoint)
+            assert client.cancel([job]) == 1
+            args = {"w": worker, "j": job}
+            got: dict[str, object] = {}
+            b.execute("BEGIN")
+            b.execute(settle[first], args)
+            waiter = threading.Thread(target=call, args=(a, settle[second], args, got))
+            waiter.start()
+            waiting_for_lock(a.info.backend_pid)
+            b.execute("COMMIT")
+            waiter.join(30)
+            assert got["r"] in (None, 0), (first, second, got)
+            # One outcome: the settlement that committed first (the other found nothing held).
+            rows = a.execute("SELECT outcome FROM pgq._outcomes WHERE job_id = %s", (job,)).fetchall()
+            assert rows == [(outcome,)], (first, second, rows)
+
+
 def test_confirm_cancel_settles_a_requested_cancel_sync_and_async(client: Client, dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for entrypoint in ("cc_sync", "cc_async"):

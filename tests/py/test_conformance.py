@@ -63,6 +63,13 @@ def test_pgq_worker_passes_and_broken_workers_fail_naming_the_scenario(dsn: str)
     good = start(dsn, f"{PGQ} worker pgq.conformance.handlers:worker", "--lease", "3")
     silent = start(dsn, BROKEN, "--scenario", "long_job", "--scenario", "result", BROKEN="no-heartbeat")
     stale = start(dsn, BROKEN, "--scenario", "timeout", BROKEN="stale-settle")
+    # The same fault in a worker that claims the next delivery 0.8 s after a timeout: the
+    # scenario's window (the late end falls while the next delivery is held) must hold it.
+    slow = start(dsn, BROKEN, "--scenario", "timeout", BROKEN="stale-settle-slow")
+    # Claiming later than the late end, it settles nothing stale here: the scenario must say
+    # that it could not test the fencing, not pass it.
+    slower = start(dsn, BROKEN, "--scenario", "timeout", BROKEN="stale-settle-slow", CLAIM_DELAY="1.8")
+    deaf = start(dsn, BROKEN, "--scenario", "cancel", "--scenario", "timeout", BROKEN="no-stop")
 
     assert_all_pass(*finish(good))
 
@@ -71,8 +78,16 @@ def test_pgq_worker_passes_and_broken_workers_fail_naming_the_scenario(dsn: str)
     assert "FAIL  long_job" in out and "the worker did not keep its lease" in out
     assert "ok    result" in out and out.rstrip().splitlines()[-2].endswith(": long_job")
 
-    code, out = finish(stale)
+    for run in (stale, slow):
+        code, out = finish(run)
+        assert code == 1
+        assert "FAIL  timeout" in out and "is succeeded, expected dead" in out
+    code, out = finish(slower)
     assert code == 1
+    assert "FAIL  timeout" in out and "the fencing of a late end was not tested" in out
+    code, out = finish(deaf)
+    assert code == 1
+    assert "FAIL  cancel" in out and "canceled: not seen" in out
     assert "FAIL  timeout" in out and "is succeeded, expected dead" in out
     assert_left_nothing(dsn)
 

@@ -132,6 +132,19 @@ def test_the_two_kinds_of_install_never_mix(make_db) -> None:  # noqa: F811
     for dsn in (cli, ext):
         done = psql_script(dsn, printed)
         assert done.returncode != 0 and "already exists" in done.stderr, done.stderr
+    # So does the upgrade script an extension of that release: it would leave the extension
+    # at the old version (ALTER EXTENSION UPDATE refused for good) and its new functions
+    # outside it.
+    old_ext = make_db()
+    run(old_ext, f"CREATE EXTENSION pgq VERSION '{scripts.BASE_RELEASE}'")
+    done = psql_script(old_ext, scripts.upgrade_script(scripts.BASE_RELEASE))
+    assert done.returncode != 0 and "as the extension pgq" in done.stderr, done.stderr
+    assert run(old_ext, "SELECT extversion FROM pg_extension WHERE extname = 'pgq'") == [
+        (scripts.BASE_RELEASE,)
+    ]
+    assert run(old_ext, "SELECT max(version) FROM pgq._migrations") == [
+        (scripts.RELEASES[scripts.BASE_RELEASE],)
+    ]
     with psycopg.connect(cli) as a, psycopg.connect(ext) as b:
         assert (migrate.install_kind(a), migrate.install_kind(b)) == ("cli", "extension")
 
@@ -167,8 +180,83 @@ def test_alter_extension_update_from_the_first_release_keeps_every_job(make_db) 
     assert_same_schema(cli, ext, extension=True)
 
 
+def test_the_upgrade_script_keeps_the_roles_of_the_install(make_db) -> None:  # noqa: F811
+    """As pgq upgrade --roles: the prefix is the install's; a script printed for other roles
+    (or without --roles for an install that has its own) would hand the schema to those and
+    revoke the running install's grants. It refuses, changing nothing."""
+    other, own, first = make_db(), make_db(), make_db()
+    restore(other, FIXTURES / "pgq-0.2.0.sql")  # the default roles, pgq_*
+    restore(first, FIXTURES / "pgq-0.1.0.sql")  # older than the record: the default roles
+    restore(own, FIXTURES / "pgq-0.2.0.sql")
+    run(own, "UPDATE pgq._install SET role_prefix = 'review_own_'")  # as if installed with its own
+    # Owners and privileges of everything in schema pgq.
+    grants = (
+        "SELECT c.relname, c.relowner::regrole::text, c.relacl::text FROM pg_class AS c"
+        " WHERE c.relnamespace = 'pgq'::regnamespace ORDER BY 1"
+    )
+    before = {dsn: run(dsn, grants) for dsn in (other, own, first)}
+    cases = (
+        (other, "0.2.0", "review_new_", "pgq_"),
+        (own, "0.2.0", "pgq_", "review_own_"),
+        (first, "0.1.0", "review_new_", "pgq_"),
+    )
+    for dsn, release, prefix, recorded in cases:
+        refused = psql_script(dsn, scripts.upgrade_script(release, prefix))
+        assert (
+            refused.returncode != 0 and f"installed with the roles of prefix {recorded}" in refused.stderr
+        ), refused.stderr
+        assert run(dsn, "SELECT max(version) FROM pgq._migrations") == [(scripts.RELEASES[release],)]
+        assert run(dsn, grants) == before[dsn]
+    assert run(other, "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'review\\_new\\_%'") == [(0,)]
+
+
+def psql_each(dsn: str, text: str, *, stop: bool) -> subprocess.CompletedProcess[str]:
+    """psql -f without -1: each statement commits on its own; without stop (ON_ERROR_STOP)
+    psql goes on past every error."""
+    return subprocess.run(
+        [PSQL, "-X", "-q", "-v", f"ON_ERROR_STOP={int(stop)}", "-d", dsn, "-f", "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def pgq_objects(dsn: str) -> list[tuple]:
+    return run(
+        dsn,
+        "SELECT (SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'pgq'::regnamespace),"
+        " (SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'pgq'::regnamespace),"
+        " (SELECT count(*) FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid"
+        "  WHERE c.relnamespace = 'pgq'::regnamespace)",
+    )
+
+
+def test_a_script_run_outside_one_transaction_changes_nothing(make_db) -> None:  # noqa: F811
+    fresh, installed, old = make_db(), make_db(), make_db()
+    # psql -f without -1, stopping at the first error: it stops at the first statement.
+    refused = psql_each(fresh, scripts.install_script(), stop=True)
+    assert refused.returncode != 0 and "in one transaction" in refused.stderr, refused.stderr
+    assert run(fresh, "SELECT to_regnamespace('pgq')") == [(None,)]
+    restore(old, FIXTURES / "pgq-0.2.0.sql")
+    refused = psql_each(old, scripts.upgrade_script("0.2.0"), stop=True)
+    assert refused.returncode != 0 and "in one transaction" in refused.stderr, refused.stderr
+    assert run(old, "SELECT max(version) FROM pgq._migrations") == [(scripts.RELEASES["0.2.0"],)]
+    # Going on past every error, each statement in a transaction of its own: the install and
+    # upgrade scripts re-create pgq's functions and views, and the reconcile step (which drops
+    # what its transaction did not create) must then drop nothing.
+    assert psql_script(installed, scripts.install_script()).returncode == 0
+    before = pgq_objects(installed)
+    for script in (scripts.install_script(), scripts.upgrade_script("0.2.0")):
+        went_on = psql_each(installed, script, stop=False)
+        assert "in one transaction" in went_on.stderr, went_on.stderr
+        assert pgq_objects(installed) == before
+        assert run(installed, "SELECT pgq.version()") == [(pgq.__version__,)]
+
+
 def fill_every_state(dsn: str) -> dict[str, int]:
-    """One job in each state, through the SQL of every release since 0.2.0."""
+    """One job in each state (and in each final one), through the SQL of every release since
+    0.2.0."""
     with psycopg.connect(dsn, autocommit=True) as c:
         q = lambda sql: c.execute(sql).fetchone()[0]  # noqa: E731
         worker = q("SELECT pgq.register_worker('t', ARRAY['s'])")
@@ -182,6 +270,11 @@ def fill_every_state(dsn: str) -> dict[str, int]:
         c.execute(f"SELECT pgq.claim('{worker}', ARRAY['s'], 1)")
         ids["queued"] = q("SELECT pgq.enqueue('s', '{}')")
         ids["scheduled"] = q("SELECT pgq.enqueue('s', '{}', run_at => now() + interval '1 day')")
+        ids["waiting"] = q(
+            f"SELECT pgq.enqueue('s', '{{}}', depends_on => ARRAY[{ids['scheduled']}]::bigint[])"
+        )
+        ids["canceled"] = q("SELECT pgq.enqueue('s', '{}')")
+        c.execute(f"SELECT pgq.cancel(ARRAY[{ids['canceled']}]::bigint[])")
         c.execute("SELECT pgq.configure('s', concurrency => 3)")
         c.execute("SELECT pgq.schedule('nightly', '0 3 * * *', 's')")
     return ids
@@ -198,21 +291,47 @@ def states_expected(ids: dict[str, int]) -> dict[str, str]:
 
 @pytest.mark.needs_client_tools
 def test_pg_dump_and_restore_of_an_extension_install_keeps_the_queue(make_db, tmp_path: Path) -> None:  # noqa: F811
-    source, target = make_db(), make_db()
+    source, target, plain = make_db(), make_db(), make_db()
     run(source, "CREATE EXTENSION pgq")
     run(source, "SELECT pgq.prune()")  # the first sweep: the daily outcome partitions
     ids = fill_every_state(source)
+    # An outcome of a day without a partition: it lies in the default partition (a member).
+    run(
+        source,
+        f"UPDATE pgq._outcomes SET finished_at = now() - interval '1 day' WHERE job_id = {ids['dead']}",
+    )
     archive = tmp_path / "pgq.dump"
     subprocess.run([PG_DUMP, "-Fc", "-f", str(archive), "--dbname", source], check=True, timeout=120)
     restored = subprocess.run(
         [PG_RESTORE, "--exit-on-error", "--dbname", target, str(archive)], capture_output=True, text=True
     )
     assert restored.returncode == 0, restored.stderr
+    # The schema alone, as plain SQL restored by psql: --extension=pgq is needed (without it
+    # pg_dump 15 crashes on the extension's configuration table that is a partition, and the
+    # dump would lack the extension anyway; docs/extension.md says so).
+    script = subprocess.run(
+        [PG_DUMP, "--schema=pgq", "--extension=pgq", "--dbname", source],
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    ).stdout
+    loaded = psql_script(plain, script)
+    assert loaded.returncode == 0, loaded.stderr
+    for restored_db in (target, plain):
+        assert_restored(source, restored_db, ids)
+
+
+def assert_restored(source: str, target: str, ids: dict[str, int]) -> None:
     assert states(target, ids) == states_expected(ids)
-    for table in ("pgq._queues", "pgq._schedules", "pgq._workers", "pgq._outcomes", "pgq._migrations"):
+    for table in ("pgq._queues", "pgq._schedules", "pgq._workers", "pgq._migrations"):
         assert run(target, f"SELECT count(*) FROM {table}") == run(source, f"SELECT count(*) FROM {table}"), (
             table
         )
+    # Every outcome, in the partition it was in (the default one and the daily ones).
+    by_partition = "SELECT tableoid::regclass::text, job_id, outcome FROM pgq._outcomes ORDER BY 1, 2, 3"
+    assert run(target, by_partition) == run(source, by_partition)
+    assert "pgq._outcomes_default" in {row[0] for row in run(source, by_partition)}
     # The restored queue drains, and its ids go on from the restored ones.
     with psycopg.connect(target, autocommit=True) as c:
         worker = c.execute("SELECT pgq.register_worker('t', ARRAY['s'])").fetchone()[0]

@@ -130,27 +130,47 @@ def cancel(h: Harness, ep: str) -> str | None:
     return f"canceled {took:.2f} s after pgq.cancel"
 
 
+# The timeout scenario: each run is failed at TIMEOUT_S; the handler sleeps LATE_S, so a run
+# that is not stopped ends LATE_S after its start. That late end must fall while the next
+# delivery is held (run 2 holds from TIMEOUT_S + its claim's delay to 2 * TIMEOUT_S + that
+# delay): so the delay may be up to LATE_S - TIMEOUT_S (1.5 s, above the usual 1 s poll
+# interval), and LATE_S < 2 * TIMEOUT_S. The scenario checks that it was so, else the fencing
+# of the late end went untested and it fails saying so.
+TIMEOUT_S = 2.0
+LATE_S = 3.5
+
+
 def timeout(h: Harness, ep: str) -> str | None:
-    # Two deliveries, each past the 1 s timeout: the worker must fail each at its timeout,
-    # and the first run's late end (1.6 s, while the retry, due at once, runs) must not
-    # settle the second delivery.
-    job = h.enqueue(ep, ops.sleep(1.6, "too late"))
+    # Two deliveries, each past the timeout: the worker must fail each at its timeout, and
+    # the first run's late end (while the retry, due at once, runs) must not settle the
+    # second delivery.
+    job = h.enqueue(ep, ops.sleep(LATE_S, "too late"))
     h.running_on(job, PROMPT)
     begun = time.monotonic()
     h.settled(job, "dead", PROMPT)
-    time.sleep(max(0.0, begun + 3.5 - time.monotonic()))  # past the late ends of both runs
     outcomes = h.outcomes(job)
     audit.expect_outcomes(job, outcomes, ["failed", "failed"])
     audit.expect_errors(job, outcomes)
     audit.expect_live(h.job(job), job, "dead")
-    backstop = 1 + h.lease  # pgq.reap fails a run at timeout + lease
+    gap = (outcomes[1]["started_at"] - outcomes[0]["started_at"]).total_seconds()
+    if gap >= LATE_S:
+        raise ScenarioFailed(
+            f"job {job}: its second delivery began {gap:.2f} s after the first, after the first run's"
+            f" late end ({LATE_S:g} s): the fencing of a late end was not tested; claim when notified"
+            " (a job retried at once is announced on channel pgq)"
+        )
+    # Past the late ends of both runs: neither may change the dead job.
+    time.sleep(max(0.0, begun + gap + LATE_S + 0.5 - time.monotonic()))
+    audit.expect_outcomes(job, h.outcomes(job), ["failed", "failed"])
+    audit.expect_live(h.job(job), job, "dead")
+    backstop = TIMEOUT_S + h.lease  # pgq.reap fails a run at timeout + lease
     runs = [(o["finished_at"] - o["started_at"]).total_seconds() for o in outcomes]
     if max(runs) >= backstop:
         raise ScenarioFailed(
             f"job {job}: runs failed after {', '.join(f'{r:.2f}' for r in runs)} s; the worker must fail a"
-            f" run at its timeout (1 s), not leave it to the sweep ({backstop:g} s)"
+            f" run at its timeout ({TIMEOUT_S:g} s), not leave it to the sweep ({backstop:g} s)"
         )
-    return f"failed after {', '.join(f'{r:.2f}' for r in runs)} s (timeout 1 s)"
+    return f"failed after {', '.join(f'{r:.2f}' for r in runs)} s (timeout {TIMEOUT_S:g} s)"
 
 
 def sigkill(h: Harness, ep: str) -> str | None:
@@ -249,7 +269,12 @@ SCENARIOS: list[Scenario] = [
         "timeout",
         "timeout (the late end of a timed-out run fenced)",
         timeout,
-        _prep(max_attempts=2, backoff_base="0 seconds", backoff_max="0 seconds", timeout="1 second"),
+        _prep(
+            max_attempts=2,
+            backoff_base="0 seconds",
+            backoff_max="0 seconds",
+            timeout=f"{TIMEOUT_S:g} seconds",
+        ),
     ),
     Scenario("sigkill", "SIGKILL and re-delivery to a second copy", sigkill, _prep(), shared=False),
     Scenario("sigstop", "SIGSTOP past the lease, SIGCONT: fenced", sigstop, _prep(), shared=False),
