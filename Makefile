@@ -28,7 +28,7 @@ APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-s
 
 .PHONY: help deps apt venv pg-servers db db-stop lint docs test tap pytest demo bench soak freeze clean
 .PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported install-extension
-.PHONY: node-example
+.PHONY: node-example model
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
@@ -143,13 +143,17 @@ test-versions: deps pg-servers lint
 	@$(MAKE) --no-print-directory refuse-unsupported
 
 # pgTAP only, on every supported major but 15 (make test covers 15); CI runs it after make test.
+# The majors run at once (each its own cluster, port and files); each one's output follows.
 tap-versions: deps pg-servers
-	@for major in $(filter-out 15,$(PG_MAJORS)); do \
+	@pids=""; for major in $(filter-out 15,$(PG_MAJORS)); do \
+		( rc=0; $(MAKE) --no-print-directory tap PGQ_PG_MAJOR=$$major >.tap-$$major.log 2>&1 || rc=$$?; \
+		  PGQ_PG_MAJOR=$$major PGQ_PORT=$$(( $(PGQ_VERSIONS_PORT) + major )) scripts/db.sh stop >/dev/null 2>&1; \
+		  exit $$rc ) & pids="$$pids $$!"; \
+	done; rc=0; for pid in $$pids; do wait $$pid || rc=1; done; \
+	for major in $(filter-out 15,$(PG_MAJORS)); do \
 		echo "=== PostgreSQL $$major: pgTAP ==="; \
-		rc=0; $(MAKE) --no-print-directory tap PGQ_PG_MAJOR=$$major || rc=$$?; \
-		PGQ_PG_MAJOR=$$major PGQ_PORT=$$(( $(PGQ_VERSIONS_PORT) + major )) scripts/db.sh stop; \
-		[ $$rc = 0 ] || exit $$rc; \
-	done
+		if [ $$rc = 0 ]; then tail -n 3 .tap-$$major.log; else cat .tap-$$major.log; fi; \
+	done; rm -f .tap-*.log; exit $$rc
 	@$(MAKE) --no-print-directory refuse-unsupported
 
 # pgq install on a real PostgreSQL 13 refuses, changing nothing (tests/py/test_server_version.py).
@@ -176,6 +180,11 @@ bench: deps db
 MINUTES ?= 10
 soak: deps db
 	$(PY) tests/py/soak.py --dsn $(ADMIN_DSN) --minutes $(MINUTES)
+
+# The model-based test, long form (make test runs 120 examples): `make model EXAMPLES=2000`.
+EXAMPLES ?= 1000
+model: deps db
+	PGQ_TEST_DSN=$(ADMIN_DSN) PGQ_MODEL_EXAMPLES=$(EXAMPLES) $(VENV)/bin/pytest tests/py/test_model.py
 
 # The upgrade ladder's fixtures: `make freeze VERSION=0.2.0` writes tests/fixtures/pgq-0.2.0.sql,
 # the schema this checkout installs; with COMMIT=<the release's commit> it freezes that

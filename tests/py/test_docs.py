@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 NOT_RUN = re.compile(r"<!--\s*example:\s*not run\b")
 RUN = ("sql", "python", "shell")
-LISTINGS = ("text", "ini", "dockerfile")
+LISTINGS = ("text", "ini", "dockerfile", "yaml")
 
 
 @dataclass(frozen=True)

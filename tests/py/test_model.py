@@ -35,6 +35,7 @@ jobs, cancellation of running ones) untested.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections import Counter
 from contextlib import ExitStack
@@ -79,8 +80,9 @@ LIVE = ("queued", "running", "dead")
 MAX_SNOOZES = 100  # pgq._defaults(): past it, a snooze fails the job
 BOGUS_ID = 10**9  # never a job
 
+# `make test` runs 120 examples (about 15 s); `make model` the long form (PGQ_MODEL_EXAMPLES).
 SETTINGS = settings(
-    max_examples=300,
+    max_examples=int(os.environ.get("PGQ_MODEL_EXAMPLES", "120")),
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
