@@ -370,3 +370,24 @@ def test_bulk_actions_run_now_trigger_and_settings(secured: Served, conn: psycop
     # A favicon, at the path browsers ask for.
     status, body, headers = request(secured.url + "/favicon.ico", auth=AUTH)
     assert status == 200 and headers["content-type"].startswith("image/svg+xml") and "<svg" in body
+
+
+def test_a_running_jobs_page_shows_why_its_progress_and_its_steps(
+    secured: Served, conn: psycopg.Connection
+) -> None:
+    """The job page shows what pgq.explain says of a live job, its last progress report and
+    its durable steps (pgq.job's document)."""
+    job = conn.execute("SELECT pgq.enqueue('page_steps', '{}')").fetchone()[0]
+    worker = conn.execute("SELECT pgq.register_worker('dash-steps', ARRAY['page_steps'])").fetchone()[0]
+    claimed = conn.execute("SELECT id, deliveries FROM pgq.claim_v3(%s, ARRAY['page_steps'], 1)", (worker,))
+    assert claimed.fetchall() == [(job, 1)]
+    conn.execute("SELECT pgq.progress(%s, %s, 1, 0.25, 'a quarter')", (worker, job))
+    conn.execute("SELECT pgq.record_step(%s, %s, 1, 'charge', '{\"charged\": 12}')", (worker, job))
+    status, body, _ = request(f"{secured.url}/jobs/{job}", auth=AUTH)
+    assert status == 200
+    reasons = re.search(r'<ul id="reasons">(.*?)</ul>', body, re.S).group(1)
+    assert "<strong>held</strong>" in reasons, reasons
+    progress = re.search(r'<p id="progress">(.*?)</p>', body, re.S).group(1)
+    assert 'value="0.25"' in progress and "25%" in progress and "a quarter" in progress, progress
+    steps = re.search(r'<table class="grid" id="steps">(.*?)</table>', body, re.S).group(1)
+    assert "<td>charge</td>" in steps and "&#34;charged&#34;: 12" in steps, steps

@@ -20,6 +20,7 @@ not indexed, and the page says where it stopped so that the next page goes on fr
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -385,6 +386,13 @@ class Queries:
             ]
             held = [(live or {}).get("worker_id")] + [o["worker_id"] for o in outcomes]
             names = self._worker_names(conn, [w for w in held if w is not None])
+            # Why a live job is not running now (pgq.explain), for a role that may ask.
+            reasons: list[dict[str, Any]] = []
+            if live is not None and story:
+                with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                    reasons = conn.execute(
+                        "SELECT reason, detail, until FROM pgq.explain(%s)", (job_id,)
+                    ).fetchall()
         final = next((o for o in reversed(outcomes) if o["outcome"] != "failed"), None)
         return {
             # A job that is not running (dead, or queued for another attempt) has no start or
@@ -402,6 +410,9 @@ class Queries:
             "payload": _pretty(story.get("payload")),
             "headers": _pretty(story.get("headers")),
             "result": _pretty(final["result"]) if final and final["result"] is not None else None,
+            "progress": story.get("progress"),
+            "steps": [{**s, "result": _pretty(s.get("result"))} for s in story.get("steps") or []],
+            "reasons": reasons,
         }
 
     @staticmethod
