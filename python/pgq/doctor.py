@@ -18,7 +18,7 @@ import psycopg
 from . import cron as pgcron
 from . import roles as pgroles
 from ._version import __version__
-from .migrate import extension_version, installed_version
+from .preflight import extension_version, installed_version
 from .resources import code_files, migrations
 
 
