@@ -23,7 +23,8 @@ from typing import Any
 import psycopg
 
 from ..web import metrics as web_metrics
-from ..web.queries import PAGE_SIZE, SEARCH_SPAN, Queries, make_pool
+from ..web.job_queries import PAGE_SIZE, SEARCH_SPAN
+from ..web.queries import Queries, make_pool
 from .db import Server, execute, note
 from .scenarios import fill_in_chunks
 
