@@ -19,7 +19,6 @@ OVER = {
     "queries.py": 671,
     "client.py": 633,
     "async_client.py": 508,
-    "cli/main.py": 404,
     "bench/main.py": 485,
     "bench/scenarios.py": 500,
     "worker/protocol.py": 327,
