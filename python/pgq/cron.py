@@ -87,7 +87,7 @@ def _connect_to(conn: psycopg.Connection, dsn: str, dbname: str) -> Iterator[psy
 
 
 @contextmanager
-def _cron_conn(conn: psycopg.Connection, dsn: str, cron_db: str) -> Iterator[psycopg.Connection | None]:
+def cron_connection(conn: psycopg.Connection, dsn: str, cron_db: str) -> Iterator[psycopg.Connection | None]:
     """A connection to pg_cron's database, None when the extension is not created there."""
     if conn.info.dbname == cron_db:
         cron_conn = conn
@@ -119,7 +119,7 @@ def inspect(conn: psycopg.Connection, dsn: str) -> CronPlan:
             " themselves (add pg_cron to shared_preload_libraries to have them run on a timer)",
         )
     try:
-        with _cron_conn(conn, dsn, cron_db) as cron:
+        with cron_connection(conn, dsn, cron_db) as cron:
             if cron is None:
                 superuser = conn.execute(
                     "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
@@ -182,7 +182,7 @@ def schedule(conn: psycopg.Connection, dsn: str, plan: CronPlan | None = None) -
         return [plan.problem or "warning: sweeps not scheduled"]
     dbname = conn.info.dbname
     done = []
-    with _cron_conn(conn, dsn, plan.database) as cron:
+    with cron_connection(conn, dsn, plan.database) as cron:
         assert cron is not None
         for name, when, command in CRON_JOBS:
             job = job_name(name, dbname)
@@ -203,7 +203,7 @@ def unschedule(conn: psycopg.Connection, dsn: str) -> list[str]:
     dbname = conn.info.dbname
     done = []
     try:
-        with _cron_conn(conn, dsn, cron_db) as cron:
+        with cron_connection(conn, dsn, cron_db) as cron:
             if cron is None:
                 return []
             names = [job_name(name, dbname) for name, _, _ in CRON_JOBS]

@@ -15,6 +15,10 @@ pg_cron sweeps (pgq.cron) are scheduled after the commit; they are idempotent.
 
 An install has roles of its own when asked (`roles=`, a prefix: pgq.roles says how); the
 prefix is recorded in the database at the first install and every later run uses it.
+
+The checks made before anything changes (server, installed version, roles, rights) are
+pgq.preflight's; this module is the ladder that applies the changes, and never applies one
+outside the advisory lock and the install's single transaction.
 """
 
 from __future__ import annotations
@@ -32,10 +36,29 @@ from . import roles as pgroles
 from ._version import __version__
 from .cron import CRON_JOBS, CRON_LOG_JOB
 from .cron import job_name as _job_name
-from .errors import InstallMismatch, SchemaError, translate
-from .resources import Migration, code_files, migrations, schema_files, server_check_file
+from .errors import SchemaError
+from .preflight import (
+    check_privileges,
+    check_server,
+    extension_version,
+    install_kind,
+    installed_version,
+    refuse_extension,
+    role_prefix,
+)
+from .resources import Migration, code_files, migrations, schema_files
 
-__all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "upgrade"]
+__all__ = [
+    "CRON_JOBS",
+    "CRON_LOG_JOB",
+    "_job_name",
+    "extension_version",
+    "install",
+    "install_kind",
+    "installed_version",
+    "uninstall",
+    "upgrade",
+]
 
 log = logging.getLogger("pgq.migrate")
 
@@ -44,7 +67,6 @@ _LOCK_WAIT = "500ms"
 _LOCK_TRIES = 100
 # 'pgq' in ASCII, then 0 for schema changes (the sweep uses 1).
 _LOCK = (7366513, 0)
-_MARK = "pgq-sql job queue"
 # The roles of an install with the default prefix (pgq.roles.names(prefix) for another).
 ROLES = pgroles.names()
 
@@ -59,127 +81,9 @@ def _locked(dsn: str) -> Iterator[psycopg.Connection]:
             conn.execute("SELECT pg_advisory_unlock(%s, %s)", _LOCK)
 
 
-def installed_version(conn: psycopg.Connection) -> int | None:
-    """The newest applied migration, None when pgq is not installed.
-
-    Raises SchemaError when a schema named pgq exists that pgq did not create (Skytools
-    PgQ uses the same name): mixing with it would break both.
-    """
-    row = conn.execute(
-        "SELECT obj_description(n.oid, 'pg_namespace'), to_regclass('pgq._migrations') IS NOT NULL"
-        " FROM pg_namespace n WHERE n.nspname = 'pgq'"
-    ).fetchone()
-    if row is None:
-        return None
-    comment, tracked = row
-    if comment != _MARK or not tracked:
-        raise SchemaError(
-            "database already has a schema named pgq that pgq-sql did not create"
-            " (Skytools PgQ uses that name too); refusing to mix with it."
-            " Install into another database, or drop that schema if it is unused."
-        )
-    version = conn.execute("SELECT max(version) FROM pgq._migrations").fetchone()[0]
-    return version or 0
-
-
-def extension_version(conn: psycopg.Connection) -> str | None:
-    """The version of the extension pgq when pgq was installed with CREATE EXTENSION, else
-    None (installed by `pgq install` or its SQL script, or not installed)."""
-    row = conn.execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pgq'").fetchone()
-    return row[0] if row else None
-
-
-def install_kind(conn: psycopg.Connection) -> str | None:
-    """How pgq was installed here: 'extension', 'cli' (pgq install or its SQL script), or
-    None when it is not installed."""
-    if extension_version(conn) is not None:
-        return "extension"
-    return None if installed_version(conn) is None else "cli"
-
-
-def _refuse_extension(conn: psycopg.Connection, command: str) -> None:
-    """The CLI never changes an extension's objects: PostgreSQL would record them wrongly
-    (objects the CLI creates would not be members of the extension)."""
-    version = extension_version(conn)
-    if version is not None:
-        hint = {
-            "install": "upgrade it with ALTER EXTENSION pgq UPDATE (after installing the new"
-            " extension files: pgq sql extension DIR)",
-            "upgrade": "upgrade it with ALTER EXTENSION pgq UPDATE (after installing the new"
-            " extension files: pgq sql extension DIR)",
-            "uninstall": "remove it with DROP EXTENSION pgq (then DROP SCHEMA pgq)",
-        }[command]
-        raise InstallMismatch(
-            f"pgq {version} is installed in this database as the extension pgq; `pgq {command}`"
-            f" changes nothing there: {hint}"
-        )
-
-
-def check_privileges(conn: psycopg.Connection, installed: bool, prefix: str = pgroles.DEFAULT_PREFIX) -> None:
-    """Raise SchemaError, before anything changes, when this role cannot install/upgrade
-    with the roles of `prefix`."""
-    owner, admin = pgroles.name("owner", prefix), pgroles.name("admin", prefix)
-    superuser, createrole, create_db, missing, owner_ok = conn.execute(
-        "SELECT r.rolsuper, r.rolcreaterole, has_database_privilege(current_database(), 'CREATE'),"
-        " ARRAY(SELECT n FROM unnest(%s::text[]) AS n WHERE n NOT IN (SELECT rolname FROM pg_roles)),"
-        " (SELECT bool_and(pg_has_role(current_user, n.nspowner, 'USAGE'))"
-        "    FROM pg_namespace n WHERE n.nspname = 'pgq')"
-        " FROM pg_roles r WHERE r.rolname = current_user",
-        (list(pgroles.names(prefix)),),
-    ).fetchone()
-    if superuser:
-        return
-    problems = []
-    if missing and not createrole:
-        problems.append(f"creating the roles {', '.join(missing)} needs CREATEROLE")
-    elif not createrole:
-        lacking = [
-            r
-            for r in (owner, admin)
-            if r not in missing
-            and not conn.execute("SELECT pg_has_role(current_user, %s, 'MEMBER')", (r,)).fetchone()[0]
-        ]
-        if lacking:
-            problems.append(f"membership in {', '.join(lacking)} (or CREATEROLE to grant it)")
-    if not installed and not create_db:
-        problems.append("CREATE on this database")
-    if installed and not owner_ok:
-        problems.append("membership in the role that owns schema pgq (or a superuser)")
-    if problems:
-        raise SchemaError(
-            "this role cannot install pgq here; nothing was changed. It needs: " + "; ".join(problems)
-        )
-
-
 def _apply_code(conn: psycopg.Connection, prefix: str = pgroles.DEFAULT_PREFIX) -> None:
     for path in code_files():
         conn.execute(pgroles.render(path.read_text().replace("@PGQ_VERSION@", __version__), prefix))
-
-
-def _role_prefix(conn: psycopg.Connection, installed: bool, roles: str | None) -> str:
-    """The prefix of the install's roles: recorded by an existing install (which `roles`
-    may repeat but not change), else `roles`, else the default."""
-    if roles is not None:
-        pgroles.check_prefix(roles)
-    if not installed:
-        return roles or pgroles.DEFAULT_PREFIX
-    recorded = pgroles.installed_prefix(conn) or pgroles.DEFAULT_PREFIX
-    if roles is not None and roles != recorded:
-        raise SchemaError(
-            f"pgq in this database was installed with the roles {', '.join(pgroles.names(recorded))}"
-            f" (prefix {recorded!r}); --roles {roles} cannot change them; nothing was changed."
-            f" Run it again with --roles {recorded}, or without --roles"
-        )
-    return recorded
-
-
-def check_server(conn: psycopg.Connection) -> None:
-    """Raise UnsupportedServer (PQ011) on a server older than PostgreSQL 14, before anything
-    changes. The check is SQL (sql/require_server.sql), so an install by hand meets it too."""
-    try:
-        conn.execute(server_check_file().read_text())
-    except psycopg.Error as exc:
-        raise translate(exc) from exc
 
 
 def _prepare(
@@ -188,11 +92,11 @@ def _prepare(
     """Everything read before a change: the server, the installed version, the roles, the
     rights, pg_cron."""
     check_server(conn)
-    _refuse_extension(conn, "install")
+    refuse_extension(conn, "install")
     version = installed_version(conn)
     if version is not None:
         _check_not_newer(version)
-    prefix = _role_prefix(conn, version is not None, roles)
+    prefix = role_prefix(conn, version is not None, roles)
     check_privileges(conn, installed=version is not None, prefix=prefix)
     plan = pgcron.inspect(conn, dsn) if want_cron else None
     if plan is not None and plan.uncreated is not None and not plan.may_create:
@@ -236,7 +140,7 @@ def upgrade(dsn: str, *, cron: bool = True, roles: str | None = None) -> list[st
     The install's roles are the ones it recorded (roles, if given, must name the same)."""
     with _locked(dsn) as conn:
         check_server(conn)
-        _refuse_extension(conn, "upgrade")
+        refuse_extension(conn, "upgrade")
         version = installed_version(conn)
         if version is None:
             raise SchemaError("pgq is not installed in this database; run `pgq install` first")
@@ -388,7 +292,7 @@ def uninstall(dsn: str, *, cascade: bool = False) -> list[str]:
     with _locked(dsn) as conn:
         if installed_version(conn) is None:
             return ["pgq is not installed; nothing to do"]
-        _refuse_extension(conn, "uninstall")
+        refuse_extension(conn, "uninstall")
         kept = pgroles.names(pgroles.installed_prefix(conn) or pgroles.DEFAULT_PREFIX)
         found = dependents(conn)
         if found and not cascade:

@@ -19,14 +19,6 @@ OVER = {
     "queries.py": 671,
     "client.py": 633,
     "async_client.py": 508,
-    "doctor.py": 534,
-    "migrate.py": 405,
-    "cli/main.py": 404,
-    "bench/main.py": 485,
-    "bench/scenarios.py": 500,
-    "web/app.py": 504,
-    "web/queries.py": 613,
-    "worker/protocol.py": 327,
 }
 # Names that look private and are not another module's: the `self`/`cls` of a method, and
 # what the standard library publishes with an underscore (namedtuple's API, logging's
@@ -34,12 +26,11 @@ OVER = {
 RECEIVERS = {"self", "cls"}
 ALLOWED = {"_asdict", "_replace", "_fields", "_make", "_exit", "_srcfile"}
 # Uses of another module's private names outside the worker today: the client's API work
-# (a public way to run a query and to lend a connection) and cron's connection helper will
-# remove them; the list may shrink, never grow.
+# (a public way to run a query and to lend a connection) will remove them; the list may
+# shrink, never grow.
 KNOWN = {
     "cli/status.py: ._run of client",
     "testing/asserts.py: ._open of source",
-    "doctor.py: ._cron_conn of pgcron",
 }
 
 

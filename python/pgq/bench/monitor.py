@@ -23,9 +23,10 @@ from typing import Any
 import psycopg
 
 from ..web import metrics as web_metrics
-from ..web.queries import PAGE_SIZE, SEARCH_SPAN, Queries, make_pool
+from ..web.job_queries import PAGE_SIZE, SEARCH_SPAN
+from ..web.queries import Queries, make_pool
 from .db import Server, execute, note
-from .scenarios import fill_in_chunks
+from .scenarios.common import fill_in_chunks
 
 ENTRYPOINTS = 100
 # A payload of the size the trial used (a few hundred bytes of JSON).

@@ -31,7 +31,7 @@ from .db import (
     wait_for,
 )
 from .drain import Probes, measure_drain, sampled_cpu
-from .scenarios import latency_summary
+from .scenarios.latency import latency_summary
 
 PACKAGES = ["pgqueuer", "asyncpg", "uvloop"]
 

@@ -21,7 +21,8 @@ import psycopg
 
 from .. import pools
 from ..dsn import tcp_defaults
-from .protocol import LISTEN_SETTINGS, LISTEN_ZERO, Protocol
+from .protocol import Protocol
+from .statements import LISTEN_SETTINGS, LISTEN_ZERO
 from .wakeups import Wakeups
 
 log = logging.getLogger("pgq.worker")

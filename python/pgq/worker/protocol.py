@@ -1,10 +1,10 @@
 """The worker's protocol: every statement the worker sends, its retries and error mapping.
 
-What it is for: the one module with the worker's SQL (claim, complete, fail, snooze,
-heartbeat, register, settings, unregister, sweep, the NOTIFY probe), the pool and the
-heartbeat's connection they go through, running a statement until it succeeds
-(`persist`), and translating PQ errors into pgq's exceptions. A lost connection marks the
-ledger unsure: a failover may have lost what we committed.
+What it is for: the one module that sends the worker's SQL (claim, complete, fail, snooze,
+heartbeat, register, settings, unregister, sweep, the NOTIFY probe; their text is
+statements.py's), the pool and the heartbeat's connection they go through, running a
+statement until it succeeds (`persist`), and translating PQ errors into pgq's exceptions.
+A lost connection marks the ledger unsure: a failover may have lost what we committed.
 What it must never do: decide a job's fate (that is pgq's SQL), or hold any job.
 """
 
@@ -25,9 +25,19 @@ from .._deadline import Call, bounded
 from .._wire import JsonbLoader
 from ..dsn import tcp_defaults
 from ..errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
-from ..job import CLAIM_FIELDS
 from .connection import LeaseConnection
 from .ledger import Ledger
+from .statements import (
+    CLAIM,
+    COMPLETE,
+    CONFIRM_CANCEL,
+    FAIL,
+    HEARTBEAT,
+    REGISTER,
+    SETTINGS,
+    SNOOZE,
+    UNREGISTER,
+)
 from .wakeups import Wakeups
 
 log = logging.getLogger("pgq.worker")
@@ -38,55 +48,6 @@ TRANSIENT = (psycopg.OperationalError, PoolTimeout, psycopg.errors.ReadOnlySqlTr
 CLAIM_WAIT = 2.0
 # Connections of a worker's pool: claims, heartbeats, settlements, sweeps.
 POOL_SIZE = 4
-# pgq.fail of one delivery: the worker's failures, and a completion its result cannot make.
-_FAIL = (
-    "SELECT pgq.fail(worker_id => %s::uuid, job_id => %s::bigint, error => %s::text,"
-    " delivery => %s::int) AS status"
-)
-# A job whose cancellation was requested: canceled, no attempt spent (pgq.fail would spend one).
-_CONFIRM_CANCEL = (
-    "SELECT pgq.confirm_cancel(worker_id => %s::uuid, job_id => %s::bigint, delivery => %s::int) AS status"
-)
-_SNOOZE = (
-    "SELECT pgq.snooze(worker_id => %s::uuid, job_id => %s::bigint,"
-    " delay => make_interval(secs => %s::float8), delivery => %s::int) AS status"
-)
-# One row holding an array, not a row per job: cheaper to read.
-_COMPLETE = (
-    "SELECT coalesce(array_agg(c.id), '{}') AS ids FROM pgq.complete(worker_id => %s::uuid,"
-    " job_ids => %s::bigint[], results => %s::jsonb[], deliveries => %s::int[]) AS c (id)"
-)
-# A transactional handler's job, completed in the handler's own transaction.
-COMPLETE_IN_TRANSACTION = (
-    "SELECT pgq.complete(worker_id => %s::uuid, job_ids => %s::bigint[],"
-    " results => %s::jsonb[], deliveries => %s::int[])"
-)
-# What the worker claims: the columns Job's claim rows carry, in its order, by name, so a
-# column a later release adds is never read. pgq.claim_v3 is the form whose rows count
-# attempts from 1 and carry the delivery's reason; pgq.claim keeps the rows of 0.1.0 and
-# 0.2.0 for their workers.
-_CLAIM = (
-    "SELECT "
-    + ", ".join(f"c.{name}" for name in CLAIM_FIELDS)
-    + " FROM pgq.claim_v3(worker_id => %s::uuid, entrypoints => %s::text[], batch_size => %s::int) AS c"
-)
-_REGISTER = "SELECT pgq.register_worker(name => %s::text, entrypoints => %s::text[]) AS id"
-_HEARTBEAT = "SELECT pgq.heartbeat(worker_id => %s::uuid, running => %s::bigint[]) AS id"
-_UNREGISTER = "SELECT pgq.unregister_worker(worker_id => %s::uuid) AS released"
-_SETTINGS = (
-    "SELECT extract(epoch FROM min(lease))::float8 AS lease, max(rate)::float8 AS rate,"
-    " bool_or(concurrency IS NOT NULL OR key_concurrency IS NOT NULL) AS limited"
-    " FROM pgq.settings(entrypoints => %s::text[], protocol => 2)"
-)
-# What the LISTEN session needs whatever the role's or database's defaults say: it sits
-# idle for as long as no job is enqueued, so idle_session_timeout would close it (and the
-# NOTIFYs sent until it is back are lost); it runs no transaction, but a setting that ends
-# idle transactions must not end it either. Settings the server does not know are skipped.
-LISTEN_SETTINGS = (
-    "SELECT pg_catalog.set_config(n.name, '0', false) FROM unnest(%s::text[]) AS n (name)"
-    " WHERE n.name IN (SELECT s.name FROM pg_catalog.pg_settings AS s)"
-)
-LISTEN_ZERO = ["idle_session_timeout", "idle_in_transaction_session_timeout", "transaction_timeout"]
 
 
 class Stopping(Exception):
@@ -253,22 +214,22 @@ class Protocol:
     # --- the statements -----------------------------------------------------------------
 
     async def register(self, name: str, entrypoints: list[str]) -> UUID:
-        rows = await self.persist("register", _REGISTER, (name, entrypoints), startup=True)
+        rows = await self.persist("register", REGISTER, (name, entrypoints), startup=True)
         return rows[0]["id"]  # type: ignore[no-any-return]
 
     async def read_settings(self, entrypoints: list[str], startup: bool = False) -> None:
         """Read the settings the worker paces itself by. While registering (startup) through
         a lost connection too: a worker that just registered again must not die of it."""
         if startup:
-            rows = await self.persist("read settings", _SETTINGS, (entrypoints,), startup=True)
+            rows = await self.persist("read settings", SETTINGS, (entrypoints,), startup=True)
         else:
-            rows = await self.sql(_SETTINGS, (entrypoints,))
+            rows = await self.sql(SETTINGS, (entrypoints,))
         self.pace.apply(rows)
 
     async def claim(self, worker_id: UUID | None, entrypoints: list[str], wanted: int) -> list[Any]:
         """Claim rows (tuples in CLAIM_FIELDS' order). While the database is away, waiting
         for a connection must not keep SIGTERM from being noticed for long."""
-        return await self.sql(_CLAIM, (worker_id, entrypoints, wanted), wait=CLAIM_WAIT, tuples=True)
+        return await self.sql(CLAIM, (worker_id, entrypoints, wanted), wait=CLAIM_WAIT, tuples=True)
 
     async def complete(
         self, worker_id: UUID, ids: list[int], results: list[Any] | None, deliveries: list[int]
@@ -276,27 +237,25 @@ class Protocol:
         """Complete a batch (until it succeeds); returns the ids completed."""
         if results is not None:
             results = [None if result is None else Jsonb(result) for result in results]
-        rows = await self.persist(
-            "complete", _COMPLETE, (worker_id, _array(ids), results, _array(deliveries))
-        )
+        rows = await self.persist("complete", COMPLETE, (worker_id, _array(ids), results, _array(deliveries)))
         return rows[0]["ids"]  # type: ignore[no-any-return]
 
     async def fail(self, worker_id: UUID, job_id: int, error: str, delivery: int) -> str | None:
         """pgq.fail of one delivery (until it succeeds); returns the job's status."""
         async with self._settling:
-            rows = await self.persist(f"fail job {job_id}", _FAIL, (worker_id, job_id, error, delivery))
+            rows = await self.persist(f"fail job {job_id}", FAIL, (worker_id, job_id, error, delivery))
         return rows[0]["status"]  # type: ignore[no-any-return]
 
     async def confirm_cancel(self, worker_id: UUID, job_id: int, delivery: int) -> str | None:
         """pgq.confirm_cancel of one delivery whose cancellation was requested (until it
         succeeds); returns 'canceled', or None when the delivery is no longer held."""
         async with self._settling:
-            rows = await self.persist(f"cancel job {job_id}", _CONFIRM_CANCEL, (worker_id, job_id, delivery))
+            rows = await self.persist(f"cancel job {job_id}", CONFIRM_CANCEL, (worker_id, job_id, delivery))
         return rows[0]["status"]  # type: ignore[no-any-return]
 
     async def snooze(self, worker_id: UUID, job_id: int, seconds: float, delivery: int) -> str | None:
         async with self._settling:
-            rows = await self.persist(f"snooze job {job_id}", _SNOOZE, (worker_id, job_id, seconds, delivery))
+            rows = await self.persist(f"snooze job {job_id}", SNOOZE, (worker_id, job_id, seconds, delivery))
         return rows[0]["status"]  # type: ignore[no-any-return]
 
     async def sweep(self) -> None:
@@ -316,12 +275,12 @@ class Protocol:
         """One heartbeat, then the settings, on the heartbeat's own connection within
         `seconds`; returns the rows of the jobs to cancel."""
         rows, current = await self._lease_conn.execute(
-            [(_HEARTBEAT, (worker_id, running)), (_SETTINGS, (entrypoints,))], seconds, "heartbeat"
+            [(HEARTBEAT, (worker_id, running)), (SETTINGS, (entrypoints,))], seconds, "heartbeat"
         )
         self.pace.apply(current)
         return rows
 
     async def unregister(self, worker_id: UUID, seconds: float) -> int:
         """pgq.unregister_worker within `seconds`; returns the jobs it released."""
-        rows = await self._lease_conn.execute([(_UNREGISTER, (worker_id,))], seconds, "unregister")
+        rows = await self._lease_conn.execute([(UNREGISTER, (worker_id,))], seconds, "unregister")
         return rows[0][0]["released"] if rows and rows[0] else 0

@@ -28,8 +28,9 @@ from .executor import Executor
 from .lease import Heartbeat
 from .ledger import Ledger
 from .listener import Listener
-from .protocol import COMPLETE_IN_TRANSACTION, TRANSIENT, Pace, Protocol, Stopping, reason
+from .protocol import TRANSIENT, Pace, Protocol, Stopping, reason
 from .settler import Settler
+from .statements import COMPLETE_IN_TRANSACTION
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:
