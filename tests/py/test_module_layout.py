@@ -17,8 +17,6 @@ MODULE_LINES = 400
 # leave this list when they come under the guide.
 OVER = {
     "queries.py": 671,
-    "client.py": 633,
-    "async_client.py": 508,
     "doctor.py": 534,
     "migrate.py": 405,
     "cli/main.py": 404,
