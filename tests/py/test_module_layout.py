@@ -16,7 +16,6 @@ MODULE_LINES = 400
 # Modules over the guide today, each with its size now: they may shrink, never grow, and
 # leave this list when they come under the guide.
 OVER = {
-    "queries.py": 671,
     "doctor.py": 534,
     "migrate.py": 405,
     "cli/main.py": 404,
