@@ -22,7 +22,8 @@ import asyncio
 import inspect  # async only: on_progress may be a coroutine function
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -143,6 +144,14 @@ class AsyncClient(AsyncClientAdmin, AsyncClientEnqueue):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Lend one of the pool's connections for your own statements, for the block's
+        duration, then take it back. It is in autocommit (`conn.transaction()` opens a
+        transaction); pass it as conn= to run pgq's calls on it. Its errors are psycopg's."""
+        async with (await self._open()).connection() as conn:
+            yield conn
 
     # --- plumbing --------------------------------------------------------------------
 

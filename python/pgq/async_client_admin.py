@@ -16,7 +16,7 @@ import psycopg
 
 from . import queries as q
 from .queries import Call
-from .rows import JobRow, OutcomeRow, QueueRow, Rerun, ScheduleRow, StatsRow, WorkerRow
+from .rows import JobRow, OutcomeRow, QueueRow, Rerun, ScheduleRow, StatsRow, SweepRow, WorkerRow
 
 Conn: TypeAlias = "psycopg.AsyncConnection[Any] | None"
 Interval: TypeAlias = "timedelta | str | None"
@@ -220,6 +220,12 @@ class AsyncClientAdmin:
     async def workers(self, *, conn: Conn = None) -> list[WorkerRow]:
         """The pgq.workers view: alive workers first, then the most recently registered."""
         rows: list[WorkerRow] = await self._run(q.workers(), conn)
+        return rows
+
+    async def sweeps(self, *, conn: Conn = None) -> list[SweepRow]:
+        """The pgq.sweeps view: per sweep (reap, run_schedules, prune), how often it should
+        run, when it last ran and how late it is (a stopped pg_cron shows here)."""
+        rows: list[SweepRow] = await self._run(q.sweeps(), conn)
         return rows
 
     async def jobs(

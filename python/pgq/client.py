@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -143,6 +144,14 @@ class Client(ClientAdmin, ClientEnqueue):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """Lend one of the pool's connections for your own statements, for the block's
+        duration, then take it back. It is in autocommit (`conn.transaction()` opens a
+        transaction); pass it as conn= to run pgq's calls on it. Its errors are psycopg's."""
+        with self._open().connection() as conn:
+            yield conn
 
     # --- plumbing --------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import psycopg
 
 from . import queries as q
 from .queries import Call
-from .rows import JobRow, OutcomeRow, QueueRow, Rerun, ScheduleRow, StatsRow, WorkerRow
+from .rows import JobRow, OutcomeRow, QueueRow, Rerun, ScheduleRow, StatsRow, SweepRow, WorkerRow
 
 Conn: TypeAlias = "psycopg.Connection[Any] | None"
 Interval: TypeAlias = "timedelta | str | None"
@@ -220,6 +220,12 @@ class ClientAdmin:
     def workers(self, *, conn: Conn = None) -> list[WorkerRow]:
         """The pgq.workers view: alive workers first, then the most recently registered."""
         rows: list[WorkerRow] = self._run(q.workers(), conn)
+        return rows
+
+    def sweeps(self, *, conn: Conn = None) -> list[SweepRow]:
+        """The pgq.sweeps view: per sweep (reap, run_schedules, prune), how often it should
+        run, when it last ran and how late it is (a stopped pg_cron shows here)."""
+        rows: list[SweepRow] = self._run(q.sweeps(), conn)
         return rows
 
     def jobs(

@@ -30,12 +30,9 @@ OVER = {
 # frame filter).
 RECEIVERS = {"self", "cls"}
 ALLOWED = {"_asdict", "_replace", "_fields", "_make", "_exit", "_srcfile"}
-# Uses of another module's private names outside the worker today: the client's API work
-# (a public way to run a query and to lend a connection) and cron's connection helper will
-# remove them; the list may shrink, never grow.
+# Uses of another module's private names outside the worker today: cron's connection helper
+# will remove it; the list may shrink, never grow.
 KNOWN = {
-    "cli/status.py: ._run of client",
-    "testing/asserts.py: ._open of source",
     "doctor.py: ._cron_conn of pgcron",
 }
 
