@@ -28,7 +28,7 @@ APT_PKGS := postgresql-15 postgresql-15-cron postgresql-15-pgtap libtap-parser-s
 
 .PHONY: help deps apt venv pg-servers db db-stop lint docs test tap pytest demo bench soak freeze clean
 .PHONY: test-versions tap-versions versions-one versions-stop refuse-unsupported install-extension
-.PHONY: node-example model
+.PHONY: node-example model client
 
 help:
 	@echo "make demo     run a real workload on a local throwaway database"
@@ -36,7 +36,8 @@ help:
 	@echo "               (PGQ_PG_MAJOR=17 make test: pgTAP and the SQL-level pytest on 17)"
 	@echo "make test-versions  pgTAP and the SQL-level pytest on PostgreSQL $(PG_MAJORS)"
 	@echo "               and pgq install refusing $(PG_UNSUPPORTED) (make tap-versions: pgTAP only)"
-	@echo "make lint     sqlfluff + ruff"
+	@echo "make lint     sqlfluff + ruff (and that the sync client is generated from the async one)"
+	@echo "make client   generate pgq.Client from pgq.AsyncClient (scripts/async_to_sync.py)"
 	@echo "make docs     the documentation site (mkdocs build --strict into .site/)"
 	@echo "make bench    the benchmark"
 	@echo "make soak     the chaos soak (MINUTES=10; restarts the cluster)"
@@ -84,8 +85,13 @@ versions-stop:
 
 lint: venv
 	$(VENV)/bin/sqlfluff lint --processes 2 sql migrations tests/sql
-	$(VENV)/bin/ruff check python tests/py
-	$(VENV)/bin/ruff format --check python tests/py
+	$(VENV)/bin/ruff check python tests/py scripts
+	$(VENV)/bin/ruff format --check python tests/py scripts
+	$(PY) scripts/async_to_sync.py --check
+
+# pgq.Client (python/pgq/client*.py) from pgq.AsyncClient (async_client*.py), the one definition.
+client: venv
+	$(PY) scripts/async_to_sync.py
 
 # The documentation site (mkdocs.yml, docs/): --strict turns every warning into a failure,
 # among them a link to a missing page or heading. The venv has the `docs` extra (via `dev`).

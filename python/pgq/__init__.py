@@ -32,6 +32,7 @@ from .rows import (
     Reason,
     ScheduleRow,
     StatsRow,
+    SweepRow,
     WorkerRow,
 )
 from .steps import DeliveryLost
@@ -59,6 +60,7 @@ __all__ = [
     "SchemaError",
     "Snooze",
     "StatsRow",
+    "SweepRow",
     "UnknownJob",
     "UnknownWorker",
     "UnsupportedServer",

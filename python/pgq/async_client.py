@@ -1,24 +1,29 @@
-"""pgq.AsyncClient: pgq.Client's methods, awaitable, on psycopg's async pool.
+"""pgq.Client and pgq.AsyncClient: one method per public SQL function of pgq, over a small
+connection pool.
 
-For asyncio code (FastAPI, aiohttp):
+Every method calls its SQL function with named arguments and explicit casts (the SQL text
+is in pgq.queries, shared by both clients). Pass `conn=` (a psycopg Connection; an
+AsyncConnection to pgq.AsyncClient) to run the call on your connection, inside your
+transaction: the job exists if and only if your transaction commits. Without `conn=`, the
+call runs on a pooled connection and is committed before the method returns.
 
-    async with pgq.AsyncClient(dsn) as client:
-        job_id = await client.enqueue("send_email", {"to": "a@example.com"})
-        outcome = await client.wait(job_id, timeout=30)
+Errors of SQLSTATE class PQ are raised as the matching pgq.errors class (InvalidArgument,
+PayloadTooLarge, ...); a database without pgq (or with an older pgq) gives SchemaError;
+other database errors are raised as psycopg raises them.
 
-Every method sends the same SQL as its pgq.Client twin (pgq.queries) and has the same
-arguments, errors and `conn=` (a psycopg AsyncConnection, to join your transaction).
+One definition for both: async_client.py (pgq.AsyncClient), async_client_enqueue.py and
+async_client_admin.py are written by hand; client.py (pgq.Client), client_enqueue.py and
+client_admin.py are generated from them by scripts/async_to_sync.py (`make client`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import inspect  # async only: on_progress may be a coroutine function
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
-from decimal import Decimal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -28,10 +33,11 @@ from psycopg.rows import class_row
 
 from . import pools
 from . import queries as q
-from .client import RECHECK_SECONDS, Client
+from .async_client_admin import AsyncClientAdmin
+from .async_client_enqueue import AsyncClientEnqueue
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
-from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, Call
+from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
 from .rows import (
     DependencyResult,
     Enqueued,
@@ -40,22 +46,42 @@ from .rows import (
     OutcomeRow,
     QueueRow,
     Reason,
-    Rerun,
     ScheduleRow,
     StatsRow,
     WorkerRow,
 )
 
-__all__ = ["AsyncClient"]
+__all__ = [
+    "LIVE_STATUSES",
+    "AsyncClient",
+    "Enqueued",
+    "JobResult",
+    "JobRow",
+    "OutcomeRow",
+    "QueueRow",
+    "ScheduleRow",
+    "StatsRow",
+    "WorkerRow",
+]
 
 Conn: TypeAlias = "psycopg.AsyncConnection[Any] | None"
-Interval: TypeAlias = "timedelta | str | None"
+# While waiting, re-read the job's status this often even without a notification.
+RECHECK_SECONDS = 10.0
 log = logging.getLogger("pgq.client")
 
 
-class AsyncClient:
-    """pgq.Client for asyncio. The pool opens on first use (or on `async with`); close()
-    or leaving the `async with` block closes it."""
+class AsyncClient(AsyncClientAdmin, AsyncClientEnqueue):
+    """Talks to the pgq schema of one database: pgq.Client for threads and plain code,
+    pgq.AsyncClient for asyncio (the same methods, awaitable).
+
+    dsn: a libpq connection string; default $PGQ_DSN, else libpq's environment (PGHOST, ...).
+    The pool (min_size to max_size connections) opens on first use (an AsyncClient's on
+    `async with` too); close() or leaving the `with` / `async with` block closes it. A
+    Client is safe to share between threads, an AsyncClient between the tasks of one event
+    loop. prepare: enqueue calls run as server-side prepared statements on connections
+    straight to PostgreSQL (never through a pooler such as PgBouncer, which it recognizes);
+    False turns that off.
+    """
 
     def __init__(
         self,
@@ -68,7 +94,8 @@ class AsyncClient:
     ) -> None:
         self.dsn = resolve_dsn(dsn)
         self._prepare = prepare
-        # pgq.pools: connects again quickly, never lends a connection that died while idle.
+        # pgq.pools: connects again within half a second of the server accepting again, never
+        # lends a connection that died while idle, and a PoolTimeout says why.
         self._pool = pools.AsyncPool(
             self.dsn,
             link=pools.Link("pgq-async-client", log),
@@ -77,11 +104,16 @@ class AsyncClient:
             timeout=timeout,
             open=False,
             name="pgq-async-client",
+            # Autocommit: one round trip per call, no BEGIN/COMMIT around it. No server-side
+            # prepared statements unless _configure finds PostgreSQL itself at the other end,
+            # so the client works through PgBouncer.
             kwargs={"autocommit": True, "prepare_threshold": None},
             configure=self._configure,
         )
         self._lock = asyncio.Lock()
         self._state = "new"  # new -> open -> closed
+
+    # --- lifecycle -------------------------------------------------------------------
 
     async def _open(self) -> pools.AsyncPool:
         if self._state == "open":
@@ -90,18 +122,12 @@ class AsyncClient:
             if self._state == "closed":
                 raise PgqError("this pgq.AsyncClient is closed")
             if self._state == "new":
-                # A wrong DSN fails here with libpq's message, not as a pool timeout.
+                # Connect once directly: a wrong DSN or a server that is down fails here,
+                # with libpq's message, instead of as a pool timeout much later.
                 await (await psycopg.AsyncConnection.connect(self.dsn)).close()
                 await self._pool.open()
                 self._state = "open"
         return self._pool
-
-    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        """A new pooled connection: prepared statements only straight to PostgreSQL."""
-        server_pid = None
-        if self._prepare:
-            (server_pid,) = (await (await conn.execute(q.BACKEND_PID)).fetchall())[0]
-        conn.prepare_threshold = q.pooled_threshold(self._prepare, conn.info.backend_pid, server_pid)
 
     async def close(self) -> None:
         """Close the pool. The client cannot be used afterwards."""
@@ -111,7 +137,7 @@ class AsyncClient:
             self._state = "closed"
 
     async def __aenter__(self) -> AsyncClient:
-        await self._open()
+        await self._open()  # async only: a Client opens its pool on first use
         return self
 
     async def __aexit__(
@@ -119,7 +145,26 @@ class AsyncClient:
     ) -> None:
         await self.close()
 
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Lend one of the pool's connections for your own statements, for the block's
+        duration, then take it back. It is in autocommit (`conn.transaction()` opens a
+        transaction); pass it as conn= to run pgq's calls on it. Its errors are psycopg's."""
+        async with (await self._open()).connection() as conn:
+            yield conn
+
+    # --- plumbing --------------------------------------------------------------------
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """A new pooled connection: prepared statements only straight to PostgreSQL."""
+        server_pid = None
+        if self._prepare:
+            (server_pid,) = (await (await conn.execute(q.BACKEND_PID)).fetchall())[0]
+        conn.prepare_threshold = q.pooled_threshold(self._prepare, conn.info.backend_pid, server_pid)
+
     async def _run(self, call: Call, conn: Conn = None) -> Any:
+        """Run one Call: on `conn` inside the caller's transaction, else on a pooled
+        connection (committed)."""
         try:
             if conn is not None:
                 return await _run_on(conn, call, savepoint=True)
@@ -129,7 +174,8 @@ class AsyncClient:
             except psycopg.OperationalError as exc:
                 if not pools.retry_unsent(exc, progress):
                     raise
-                # Lost before the statement was sent: it cannot have committed. Once more.
+                # The connection was lost before the statement was sent: it cannot have
+                # committed. Once more, on a fresh connection.
                 log.info("connection lost before the call was sent (%s); sending it once more", exc)
                 return await self._run_pooled(call, pools.Progress())
         except psycopg.Error as exc:
@@ -139,6 +185,7 @@ class AsyncClient:
             raise err from exc
 
     async def _run_pooled(self, call: Call, progress: pools.Progress) -> Any:
+        """Run one Call on a pooled connection (committed)."""
         try:
             async with (await self._open()).connection() as pooled:
                 prepare = q.pooled_prepare(call, self._prepare)
@@ -150,126 +197,35 @@ class AsyncClient:
             async with (await self._open()).connection() as pooled:
                 return await _run_on(pooled, call, savepoint=False, prepare=False, progress=progress)
 
-    # --- producing and following jobs (see pgq.Client) -------------------------------
-
-    async def enqueue(
-        self,
-        entrypoint: str,
-        payload: Any = None,
-        *,
-        priority: int = 0,
-        run_at: datetime | timedelta | None = None,
-        dedupe_key: str | None = None,
-        headers: dict[str, Any] | None = None,
-        max_attempts: int | None = None,
-        depends_on: Iterable[int] | None = None,
-        concurrency_key: str | None = None,
-        dedupe_scope: str | None = None,
-        dedupe_window: Interval = None,
-        dedupe_mode: str | None = None,
-        conn: Conn = None,
-    ) -> int:
-        call = q.enqueue(
-            entrypoint,
-            payload,
-            priority=priority,
-            run_at=run_at,
-            dedupe_key=dedupe_key,
-            headers=headers,
-            max_attempts=max_attempts,
-            depends_on=depends_on,
-            concurrency_key=concurrency_key,
-            dedupe_scope=dedupe_scope,
-            dedupe_window=dedupe_window,
-            dedupe_mode=dedupe_mode,
-        )
-        return int(await self._run(call, conn))
-
-    async def enqueue_job(
-        self,
-        entrypoint: str,
-        payload: Any = None,
-        *,
-        priority: int = 0,
-        run_at: datetime | timedelta | None = None,
-        dedupe_key: str | None = None,
-        headers: dict[str, Any] | None = None,
-        max_attempts: int | None = None,
-        depends_on: Iterable[int] | None = None,
-        concurrency_key: str | None = None,
-        dedupe_scope: str | None = None,
-        dedupe_window: Interval = None,
-        dedupe_mode: str | None = None,
-        conn: Conn = None,
-    ) -> Enqueued:
-        call = q.enqueue_job(
-            entrypoint,
-            payload,
-            priority=priority,
-            run_at=run_at,
-            dedupe_key=dedupe_key,
-            headers=headers,
-            max_attempts=max_attempts,
-            depends_on=depends_on,
-            concurrency_key=concurrency_key,
-            dedupe_scope=dedupe_scope,
-            dedupe_window=dedupe_window,
-            dedupe_mode=dedupe_mode,
-        )
-        enqueued: Enqueued = await self._run(call, conn)
-        return enqueued
-
-    async def enqueue_batch(
-        self,
-        entrypoint: str,
-        payloads: Iterable[Any],
-        *,
-        priority: int = 0,
-        run_at: datetime | timedelta | None = None,
-        concurrency_keys: Sequence[str | None] | None = None,
-        dedupe_keys: Sequence[str | None] | None = None,
-        dedupe_scope: str | None = None,
-        dedupe_window: Interval = None,
-        dedupe_mode: str | None = None,
-        headers: dict[str, Any] | None = None,
-        max_attempts: int | None = None,
-        depends_on: Iterable[int] | None = None,
-        conn: Conn = None,
-    ) -> list[int]:
-        call = q.enqueue_batch(
-            entrypoint,
-            payloads,
-            priority=priority,
-            run_at=run_at,
-            concurrency_keys=concurrency_keys,
-            dedupe_keys=dedupe_keys,
-            dedupe_scope=dedupe_scope,
-            dedupe_window=dedupe_window,
-            dedupe_mode=dedupe_mode,
-            headers=headers,
-            max_attempts=max_attempts,
-            depends_on=depends_on,
-        )
-        ids: list[int] = await self._run(call, conn)
-        return ids
+    # --- following jobs --------------------------------------------------------------
 
     async def job_status(self, job_id: int, *, conn: Conn = None) -> str | None:
+        """queued, waiting, running, dead, succeeded or canceled; None when unknown."""
         status: str | None = await self._run(q.job_status(job_id), conn)
         return status
 
     async def job(self, job_id: int, *, conn: Conn = None) -> dict[str, Any] | None:
+        """One job's whole story (pgq.job), live or finished: a dict with status, payload,
+        headers, attempts (each failed attempt with its full error), result, timings,
+        depends_on and dependents. None for an unknown (or pruned) id."""
         story: dict[str, Any] | None = await self._run(q.job(job_id), conn)
         return story
 
     async def explain(self, job_id: int, *, conn: Conn = None) -> list[Reason]:
+        """Why the job is not running now (pgq.explain): one Reason per cause, none for a
+        due job that nothing holds back. Raises UnknownJob for an unknown (or pruned) id."""
         reasons: list[Reason] = await self._run(q.explain(job_id), conn)
         return reasons
 
     async def dependency_results(self, job_id: int, *, conn: Conn = None) -> list[DependencyResult]:
+        """The jobs this job depends on, in id order, each with its status and (once it
+        succeeded) its result (pgq.dependency_results). Raises UnknownJob for an unknown id."""
         rows: list[DependencyResult] = await self._run(q.dependency_results(job_id), conn)
         return rows
 
     async def result(self, job_id: int, *, conn: Conn = None) -> JobResult | None:
+        """How the job ended (status succeeded, canceled or dead; result; error), or None
+        while it is unfinished. Raises UnknownJob for an unknown (or pruned) id."""
         return q.to_result(job_id, await self.job(job_id, conn=conn))
 
     async def wait(
@@ -279,11 +235,18 @@ class AsyncClient:
         timeout: float | None = None,
         on_progress: Callable[[dict[str, Any]], Any] | None = None,
     ) -> JobResult:
+        """Block until the job is finished (succeeded, canceled or dead); return its
+        JobResult. Listens for the job's end on a connection of its own (pgq.watch), so
+        it costs no polling. Raises TimeoutError after `timeout` seconds (None: no limit),
+        UnknownJob for an unknown (or pruned) id. on_progress is called with each progress
+        report of the job ({"value", "note", "delivery"}; pgq.progress), the last stored
+        one first (an AsyncClient awaits it when it returns an awaitable)."""
         q.check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, prepare_threshold=None)
-            async with conn:
+            async with await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, prepare_threshold=None
+            ) as conn:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
                 if on_progress is not None:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.PROGRESS_CHANNEL)))
@@ -316,166 +279,6 @@ class AsyncClient:
         assert result is not None
         return result
 
-    # --- worker protocol and administration ------------------------------------------
-
-    async def complete(
-        self,
-        worker_id: Any,
-        job_ids: Iterable[int],
-        *,
-        results: Sequence[Any] | None = None,
-        deliveries: Sequence[int] | None = None,
-        conn: Conn = None,
-    ) -> list[int]:
-        done: list[int] = await self._run(q.complete(worker_id, job_ids, results, deliveries), conn)
-        return done
-
-    async def fail(
-        self,
-        worker_id: Any,
-        job_id: int,
-        error: str,
-        *,
-        retry_in: timedelta | None = None,
-        delivery: int | None = None,
-        conn: Conn = None,
-    ) -> str | None:
-        outcome: str | None = await self._run(q.fail(worker_id, job_id, error, retry_in, delivery), conn)
-        return outcome
-
-    async def snooze(
-        self,
-        worker_id: Any,
-        job_id: int,
-        delay: timedelta,
-        *,
-        delivery: int | None = None,
-        conn: Conn = None,
-    ) -> str | None:
-        outcome: str | None = await self._run(q.snooze(worker_id, job_id, delay, delivery), conn)
-        return outcome
-
-    async def confirm_cancel(
-        self, worker_id: Any, job_id: int, *, delivery: int | None = None, conn: Conn = None
-    ) -> str | None:
-        outcome: str | None = await self._run(q.confirm_cancel(worker_id, job_id, delivery), conn)
-        return outcome
-
-    async def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
-        return int(await self._run(q.cancel(job_ids), conn))
-
-    async def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
-        return int(await self._run(q.retry(job_ids), conn))
-
-    async def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
-        return int(await self._run(q.forget_steps(job_ids), conn))
-
-    async def rerun(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> list[Rerun]:
-        rows: list[Rerun] = await self._run(q.rerun(job_ids), conn)
-        return rows
-
-    async def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
-        await self._run(q.pause(entrypoint, create_new), conn)
-
-    async def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
-        await self._run(q.resume(entrypoint), conn)
-
-    async def configure(
-        self,
-        entrypoint: str,
-        *,
-        max_attempts: int | None = None,
-        backoff_base: Interval = None,
-        backoff_max: Interval = None,
-        lease: Interval = None,
-        timeout: Interval = None,
-        concurrency: int | None = None,
-        rate: Decimal | float | None = None,
-        retention: Interval = None,
-        max_deliveries: int | None = None,
-        key_concurrency: int | None = None,
-        max_snoozes: int | None = None,
-        create_new: bool | None = None,
-        conn: Conn = None,
-    ) -> None:
-        call = q.configure(
-            entrypoint,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            backoff_max=backoff_max,
-            lease=lease,
-            timeout=timeout,
-            concurrency=concurrency,
-            rate=rate,
-            retention=retention,
-            max_deliveries=max_deliveries,
-            key_concurrency=key_concurrency,
-            max_snoozes=max_snoozes,
-            create_new=create_new,
-        )
-        await self._run(call, conn)
-
-    async def reap(self, *, conn: Conn = None) -> int:
-        return int(await self._run(q.reap(), conn))
-
-    async def prune(self, *, conn: Conn = None) -> int:
-        return int(await self._run(q.prune(), conn))
-
-    async def schedule(
-        self, name: str, cron: str, entrypoint: str, payload: Any = None, *, conn: Conn = None
-    ) -> datetime:
-        next_run: datetime = await self._run(q.schedule(name, cron, entrypoint, payload), conn)
-        return next_run
-
-    async def unschedule(self, name: str, *, conn: Conn = None) -> bool:
-        return bool(await self._run(q.unschedule(name), conn))
-
-    async def run_schedules(self, now: datetime | None = None, *, conn: Conn = None) -> int:
-        return int(await self._run(q.run_schedules(now), conn))
-
-    # --- views -----------------------------------------------------------------------
-
-    async def schedules(self, *, conn: Conn = None) -> list[ScheduleRow]:
-        rows: list[ScheduleRow] = await self._run(q.schedules(), conn)
-        return rows
-
-    async def stats(
-        self, since: timedelta | str = timedelta(minutes=5), *, conn: Conn = None
-    ) -> list[StatsRow]:
-        rows: list[StatsRow] = await self._run(q.stats(since), conn)
-        return rows
-
-    async def queues(self, *, conn: Conn = None) -> list[QueueRow]:
-        rows: list[QueueRow] = await self._run(q.queues(), conn)
-        return rows
-
-    async def workers(self, *, conn: Conn = None) -> list[WorkerRow]:
-        rows: list[WorkerRow] = await self._run(q.workers(), conn)
-        return rows
-
-    async def jobs(
-        self, entrypoint: str | None = None, status: str | None = None, limit: int = 100, *, conn: Conn = None
-    ) -> list[JobRow]:
-        rows: list[JobRow] = await self._run(q.jobs(entrypoint, status, limit), conn)
-        return rows
-
-    async def outcomes(
-        self,
-        entrypoint: str | None = None,
-        outcome: str | None = None,
-        limit: int = 100,
-        *,
-        conn: Conn = None,
-    ) -> list[OutcomeRow]:
-        rows: list[OutcomeRow] = await self._run(q.outcomes(entrypoint, outcome, limit), conn)
-        return rows
-
-
-# Each method's documentation is its pgq.Client twin's.
-for _name, _method in list(vars(AsyncClient).items()):
-    if callable(_method) and not _name.startswith("_") and _method.__doc__ is None:
-        _method.__doc__ = getattr(Client, _name).__doc__
-
 
 async def _run_on(
     conn: psycopg.AsyncConnection[Any],
@@ -485,6 +288,10 @@ async def _run_on(
     prepare: bool | None = None,
     progress: pools.Progress | None = None,
 ) -> Any:
+    """Execute a Call on one connection. Interval texts are cast first, each on its own (in
+    a savepoint on the caller's connection, so that its transaction survives a typo).
+    prepare: psycopg's (None: the connection's prepare_threshold decides). progress: marked
+    sent just before the call's own statement goes out."""
     for argument, text in call.intervals:
         try:
             if savepoint:
@@ -502,7 +309,7 @@ async def _run_on(
         return q.shape_rows(call, await cur.fetchall())
 
 
-async def _maybe_await(value: Any) -> None:
+async def _maybe_await(value: Any) -> None:  # async only
     """on_progress may be a plain function or a coroutine function."""
     if inspect.isawaitable(value):
         await value

@@ -1,14 +1,21 @@
-"""pgq.Client: one method per public SQL function of pgq, over a small connection pool.
+# Generated from async_client.py by scripts/async_to_sync.py: do not edit.
+# Edit async_client.py and run `make client`.
+"""pgq.Client and pgq.AsyncClient: one method per public SQL function of pgq, over a small
+connection pool.
 
 Every method calls its SQL function with named arguments and explicit casts (the SQL text
-is in pgq.queries, shared with pgq.AsyncClient). Pass `conn=` (a psycopg Connection) to
-run the call on your connection, inside your transaction: the job exists if and only if
-your transaction commits. Without `conn=`, the call runs on a pooled connection and is
-committed before the method returns.
+is in pgq.queries, shared by both clients). Pass `conn=` (a psycopg Connection; an
+AsyncConnection to pgq.AsyncClient) to run the call on your connection, inside your
+transaction: the job exists if and only if your transaction commits. Without `conn=`, the
+call runs on a pooled connection and is committed before the method returns.
 
 Errors of SQLSTATE class PQ are raised as the matching pgq.errors class (InvalidArgument,
 PayloadTooLarge, ...); a database without pgq (or with an older pgq) gives SchemaError;
 other database errors are raised as psycopg raises them.
+
+One definition for both: async_client.py (pgq.AsyncClient), async_client_enqueue.py and
+async_client_admin.py are written by hand; client.py (pgq.Client), client_enqueue.py and
+client_admin.py are generated from them by scripts/async_to_sync.py (`make client`).
 """
 
 from __future__ import annotations
@@ -16,9 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
-from decimal import Decimal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeAlias
 
@@ -28,6 +34,8 @@ from psycopg.rows import class_row
 
 from . import pools
 from . import queries as q
+from .client_admin import ClientAdmin
+from .client_enqueue import ClientEnqueue
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
 from .queries import FINISHED_CHANNEL, FINISHED_STATUSES, LIVE_STATUSES, Call
@@ -39,7 +47,6 @@ from .rows import (
     OutcomeRow,
     QueueRow,
     Reason,
-    Rerun,
     ScheduleRow,
     StatsRow,
     WorkerRow,
@@ -54,24 +61,27 @@ __all__ = [
     "OutcomeRow",
     "QueueRow",
     "ScheduleRow",
+    "StatsRow",
+    "WorkerRow",
 ]
-__all__ += ["StatsRow", "WorkerRow"]
 
 Conn: TypeAlias = "psycopg.Connection[Any] | None"
-Interval: TypeAlias = "timedelta | str | None"
 # While waiting, re-read the job's status this often even without a notification.
 RECHECK_SECONDS = 10.0
 log = logging.getLogger("pgq.client")
 
 
-class Client:
-    """Talks to the pgq schema of one database.
+class Client(ClientAdmin, ClientEnqueue):
+    """Talks to the pgq schema of one database: pgq.Client for threads and plain code,
+    pgq.AsyncClient for asyncio (the same methods, awaitable).
 
     dsn: a libpq connection string; default $PGQ_DSN, else libpq's environment (PGHOST, ...).
-    The pool (min_size to max_size connections) opens on first use; close() or a `with`
-    block closes it. A Client is safe to share between threads. prepare: enqueue calls run
-    as server-side prepared statements on connections straight to PostgreSQL (never through
-    a pooler such as PgBouncer, which it recognizes); False turns that off.
+    The pool (min_size to max_size connections) opens on first use (an AsyncClient's on
+    `async with` too); close() or leaving the `with` / `async with` block closes it. A
+    Client is safe to share between threads, an AsyncClient between the tasks of one event
+    loop. prepare: enqueue calls run as server-side prepared statements on connections
+    straight to PostgreSQL (never through a pooler such as PgBouncer, which it recognizes);
+    False turns that off.
     """
 
     def __init__(
@@ -115,13 +125,13 @@ class Client:
             if self._state == "new":
                 # Connect once directly: a wrong DSN or a server that is down fails here,
                 # with libpq's message, instead of as a pool timeout much later.
-                psycopg.connect(self.dsn).close()
+                psycopg.Connection.connect(self.dsn).close()
                 self._pool.open()
                 self._state = "open"
         return self._pool
 
     def close(self) -> None:
-        """Close the pool. The Client cannot be used afterwards."""
+        """Close the pool. The client cannot be used afterwards."""
         with self._lock:
             if self._state == "open":
                 self._pool.close()
@@ -134,6 +144,14 @@ class Client:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """Lend one of the pool's connections for your own statements, for the block's
+        duration, then take it back. It is in autocommit (`conn.transaction()` opens a
+        transaction); pass it as conn= to run pgq's calls on it. Its errors are psycopg's."""
+        with self._open().connection() as conn:
+            yield conn
 
     # --- plumbing --------------------------------------------------------------------
 
@@ -179,137 +197,6 @@ class Client:
             with self._open().connection() as pooled:
                 return _run_on(pooled, call, savepoint=False, prepare=False, progress=progress)
 
-    # --- producing -------------------------------------------------------------------
-
-    def enqueue(
-        self,
-        entrypoint: str,
-        payload: Any = None,
-        *,
-        priority: int = 0,
-        run_at: datetime | timedelta | None = None,
-        dedupe_key: str | None = None,
-        headers: dict[str, Any] | None = None,
-        max_attempts: int | None = None,
-        depends_on: Iterable[int] | None = None,
-        concurrency_key: str | None = None,
-        dedupe_scope: str | None = None,
-        dedupe_window: Interval = None,
-        dedupe_mode: str | None = None,
-        conn: Conn = None,
-    ) -> int:
-        """Enqueue one job (pgq.enqueue); returns its id.
-
-        payload: any JSON-serialisable value (None is SQL NULL). run_at: an aware datetime,
-        or a timedelta from the database's now(). A live job with the same entrypoint and
-        dedupe_key is not duplicated: its id is returned. depends_on: ids of jobs that must
-        succeed first: the job is 'waiting' until they all have, and is canceled if one of
-        them ends dead or canceled. concurrency_key: the key (a tenant, a customer) the job
-        counts against: claims rotate among keys, and the entrypoint's key_concurrency limits
-        the running jobs of one key. dedupe_scope, dedupe_window, dedupe_mode: see
-        enqueue_job(), which also tells whether the call created the job. Raises
-        InvalidArgument, PayloadTooLarge.
-        """
-        call = q.enqueue(
-            entrypoint,
-            payload,
-            priority=priority,
-            run_at=run_at,
-            dedupe_key=dedupe_key,
-            headers=headers,
-            max_attempts=max_attempts,
-            depends_on=depends_on,
-            concurrency_key=concurrency_key,
-            dedupe_scope=dedupe_scope,
-            dedupe_window=dedupe_window,
-            dedupe_mode=dedupe_mode,
-        )
-        return int(self._run(call, conn))
-
-    def enqueue_job(
-        self,
-        entrypoint: str,
-        payload: Any = None,
-        *,
-        priority: int = 0,
-        run_at: datetime | timedelta | None = None,
-        dedupe_key: str | None = None,
-        headers: dict[str, Any] | None = None,
-        max_attempts: int | None = None,
-        depends_on: Iterable[int] | None = None,
-        concurrency_key: str | None = None,
-        dedupe_scope: str | None = None,
-        dedupe_window: Interval = None,
-        dedupe_mode: str | None = None,
-        conn: Conn = None,
-    ) -> Enqueued:
-        """Enqueue one job (pgq.enqueue_job) and tell whether this call created it: an
-        Enqueued(id, created, replaced). Takes enqueue()'s arguments. dedupe_scope: which jobs
-        with the same entrypoint and dedupe_key stand for this one: 'live' (default: queued,
-        waiting, running) or 'queued' (not started yet: a running job gives its key up and
-        a new job is created). dedupe_window (a timedelta or interval text): a job with the
-        key that succeeded within it stands too. dedupe_mode 'replace': a standing job not
-        started yet takes this call's payload, priority, run_at, headers, max_attempts and
-        concurrency_key (replaced=True). Raises InvalidArgument, PayloadTooLarge,
-        WrongIsolation (a window in a REPEATABLE READ or SERIALIZABLE transaction).
-        """
-        call = q.enqueue_job(
-            entrypoint,
-            payload,
-            priority=priority,
-            run_at=run_at,
-            dedupe_key=dedupe_key,
-            headers=headers,
-            max_attempts=max_attempts,
-            depends_on=depends_on,
-            concurrency_key=concurrency_key,
-            dedupe_scope=dedupe_scope,
-            dedupe_window=dedupe_window,
-            dedupe_mode=dedupe_mode,
-        )
-        enqueued: Enqueued = self._run(call, conn)
-        return enqueued
-
-    def enqueue_batch(
-        self,
-        entrypoint: str,
-        payloads: Iterable[Any],
-        *,
-        priority: int = 0,
-        run_at: datetime | timedelta | None = None,
-        concurrency_keys: Sequence[str | None] | None = None,
-        dedupe_keys: Sequence[str | None] | None = None,
-        dedupe_scope: str | None = None,
-        dedupe_window: Interval = None,
-        dedupe_mode: str | None = None,
-        headers: dict[str, Any] | None = None,
-        max_attempts: int | None = None,
-        depends_on: Iterable[int] | None = None,
-        conn: Conn = None,
-    ) -> list[int]:
-        """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
-        in the order of payloads. At most 100000 payloads. dedupe_keys: one per payload (None:
-        no key), with dedupe_scope, dedupe_window, dedupe_mode as in enqueue_job(); a payload
-        whose key finds a standing job gets that job's id (jobs go in one by one then).
-        headers, max_attempts, depends_on: as in enqueue(), for every job of the batch.
-        Raises InvalidArgument, PayloadTooLarge."""
-        call = q.enqueue_batch(
-            entrypoint,
-            payloads,
-            priority=priority,
-            run_at=run_at,
-            concurrency_keys=concurrency_keys,
-            dedupe_keys=dedupe_keys,
-            dedupe_scope=dedupe_scope,
-            dedupe_window=dedupe_window,
-            dedupe_mode=dedupe_mode,
-            headers=headers,
-            max_attempts=max_attempts,
-            depends_on=depends_on,
-        )
-        ids: list[int] = self._run(call, conn)
-        return ids
-
     # --- following jobs --------------------------------------------------------------
 
     def job_status(self, job_id: int, *, conn: Conn = None) -> str | None:
@@ -346,18 +233,18 @@ class Client:
         job_id: int,
         *,
         timeout: float | None = None,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_progress: Callable[[dict[str, Any]], Any] | None = None,
     ) -> JobResult:
         """Block until the job is finished (succeeded, canceled or dead); return its
         JobResult. Listens for the job's end on a connection of its own (pgq.watch), so
         it costs no polling. Raises TimeoutError after `timeout` seconds (None: no limit),
         UnknownJob for an unknown (or pruned) id. on_progress is called with each progress
         report of the job ({"value", "note", "delivery"}; pgq.progress), the last stored
-        one first."""
+        one first (an AsyncClient awaits it when it returns an awaitable)."""
         q.check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            with psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None) as conn:
+            with psycopg.Connection.connect(self.dsn, autocommit=True, prepare_threshold=None) as conn:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(FINISHED_CHANNEL)))
                 if on_progress is not None:
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(q.PROGRESS_CHANNEL)))
@@ -389,219 +276,6 @@ class Client:
             raise err from exc
         assert result is not None
         return result
-
-    # --- worker protocol -------------------------------------------------------------
-
-    def complete(
-        self,
-        worker_id: Any,
-        job_ids: Iterable[int],
-        *,
-        results: Sequence[Any] | None = None,
-        deliveries: Sequence[int] | None = None,
-        conn: Conn = None,
-    ) -> list[int]:
-        """Complete jobs the worker holds (pgq.complete, fenced); returns the ids completed.
-        results: one JSON value per id; deliveries: per id, the delivery to settle."""
-        done: list[int] = self._run(q.complete(worker_id, job_ids, results, deliveries), conn)
-        return done
-
-    def fail(
-        self,
-        worker_id: Any,
-        job_id: int,
-        error: str,
-        *,
-        retry_in: timedelta | None = None,
-        delivery: int | None = None,
-        conn: Conn = None,
-    ) -> str | None:
-        """Fail a held job (pgq.fail): 'queued', 'dead', 'canceled', or None when the worker
-        no longer holds it (or that delivery)."""
-        outcome: str | None = self._run(q.fail(worker_id, job_id, error, retry_in, delivery), conn)
-        return outcome
-
-    def snooze(
-        self,
-        worker_id: Any,
-        job_id: int,
-        delay: timedelta,
-        *,
-        delivery: int | None = None,
-        conn: Conn = None,
-    ) -> str | None:
-        """Put a held job back for `delay` without spending an attempt (pgq.snooze):
-        'snoozed'; 'queued', 'dead' or 'canceled' past max_snoozes (the job failed); None
-        when the worker no longer holds it (or that delivery)."""
-        outcome: str | None = self._run(q.snooze(worker_id, job_id, delay, delivery), conn)
-        return outcome
-
-    def confirm_cancel(
-        self, worker_id: Any, job_id: int, *, delivery: int | None = None, conn: Conn = None
-    ) -> str | None:
-        """Settle a held job whose cancellation was requested (pgq.heartbeat returned its id)
-        as canceled, no attempt spent (pgq.confirm_cancel): 'canceled', or None when the
-        worker no longer holds it (or that delivery)."""
-        outcome: str | None = self._run(q.confirm_cancel(worker_id, job_id, delivery), conn)
-        return outcome
-
-    # --- administration --------------------------------------------------------------
-
-    def cancel(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
-        """Cancel jobs (pgq.cancel): queued, waiting and dead ones at once, running ones at
-        their next heartbeat. Returns how many were canceled or marked."""
-        return int(self._run(q.cancel(job_ids), conn))
-
-    def retry(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
-        """Re-queue dead jobs now with attempts reset (pgq.retry); returns how many."""
-        return int(self._run(q.retry(job_ids), conn))
-
-    def forget_steps(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> int:
-        """Forget the durable steps of jobs that are not running (pgq.forget_steps), so that
-        their next run starts over; with retry() in one transaction, a retry from scratch."""
-        return int(self._run(q.forget_steps(job_ids), conn))
-
-    def rerun(self, job_ids: int | Iterable[int], *, conn: Conn = None) -> list[Rerun]:
-        """Enqueue finished jobs (succeeded, canceled, discarded) again, each as a new job
-        from its stored row (pgq.rerun); live and unknown ids are skipped."""
-        rows: list[Rerun] = self._run(q.rerun(job_ids), conn)
-        return rows
-
-    def pause(self, entrypoint: str, *, create_new: bool | None = None, conn: Conn = None) -> None:
-        """Stop claims of an entrypoint until resume(); enqueue still accepts jobs.
-        create_new=False refuses an entrypoint nothing names yet (no job, settings, schedule
-        or worker: a typo) with InvalidArgument; None or True pauses it anyway."""
-        self._run(q.pause(entrypoint, create_new), conn)
-
-    def resume(self, entrypoint: str, *, conn: Conn = None) -> None:
-        """Let claims take an entrypoint's jobs again."""
-        self._run(q.resume(entrypoint), conn)
-
-    def configure(
-        self,
-        entrypoint: str,
-        *,
-        max_attempts: int | None = None,
-        backoff_base: Interval = None,
-        backoff_max: Interval = None,
-        lease: Interval = None,
-        timeout: Interval = None,
-        concurrency: int | None = None,
-        rate: Decimal | float | None = None,
-        retention: Interval = None,
-        max_deliveries: int | None = None,
-        key_concurrency: int | None = None,
-        max_snoozes: int | None = None,
-        create_new: bool | None = None,
-        conn: Conn = None,
-    ) -> None:
-        """Set per-entrypoint settings (pgq.configure); None leaves a setting as it is.
-
-        Intervals are timedeltas or PostgreSQL interval text ("30 seconds").
-        concurrency=0 removes the limit. rate: jobs started per second across all workers
-        (0.001 to 1000000; a Decimal, or a float or int); rate=0 removes the limit.
-        key_concurrency: the most running jobs of one concurrency key (1: one at a time, in
-        order); 0 removes the limit. max_snoozes: how often one job may snooze.
-        create_new=False refuses an entrypoint nothing names yet (a typo).
-        Raises InvalidArgument; nothing changes then.
-        """
-        call = q.configure(
-            entrypoint,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            backoff_max=backoff_max,
-            lease=lease,
-            timeout=timeout,
-            concurrency=concurrency,
-            rate=rate,
-            retention=retention,
-            max_deliveries=max_deliveries,
-            key_concurrency=key_concurrency,
-            max_snoozes=max_snoozes,
-            create_new=create_new,
-        )
-        self._run(call, conn)
-
-    def reap(self, *, conn: Conn = None) -> int:
-        """Run the sweep now (pgq.reap); returns how many jobs it released or failed."""
-        return int(self._run(q.reap(), conn))
-
-    def prune(self, *, conn: Conn = None) -> int:
-        """Apply outcome-log retention now (pgq.prune); returns how many outcomes it removed.
-        pg_cron (or the workers' sweep) runs it hourly; 0 while another prune is running."""
-        return int(self._run(q.prune(), conn))
-
-    # --- periodic jobs ---------------------------------------------------------------
-
-    def schedule(
-        self, name: str, cron: str, entrypoint: str, payload: Any = None, *, conn: Conn = None
-    ) -> datetime:
-        """Create or replace the periodic job `name` (pgq.schedule); returns its next run.
-        cron: 5 fields in UTC or a macro such as @daily; every matching minute,
-        pgq.run_schedules enqueues one job of entrypoint with payload. Replacing a schedule
-        keeps its last run (and next run when the cron is unchanged). Raises InvalidCron
-        (naming the field, or for a cron that matches no date), InvalidArgument."""
-        next_run: datetime = self._run(q.schedule(name, cron, entrypoint, payload), conn)
-        return next_run
-
-    def unschedule(self, name: str, *, conn: Conn = None) -> bool:
-        """Remove the periodic job `name` (pgq.unschedule); False when there was none. Jobs it
-        already enqueued are left alone."""
-        return bool(self._run(q.unschedule(name), conn))
-
-    def run_schedules(self, now: datetime | None = None, *, conn: Conn = None) -> int:
-        """Enqueue the schedules due at `now` (pgq.run_schedules); returns how many.
-
-        now: an aware datetime, default the database's current time. Each schedule fires
-        at most once per minute however often this runs; pg_cron and the workers' sweep
-        call it, so call it yourself only without either (or in tests).
-        """
-        return int(self._run(q.run_schedules(now), conn))
-
-    # --- views -----------------------------------------------------------------------
-
-    def schedules(self, *, conn: Conn = None) -> list[ScheduleRow]:
-        """The pgq.schedules view: every periodic job, by name."""
-        rows: list[ScheduleRow] = self._run(q.schedules(), conn)
-        return rows
-
-    def stats(self, since: timedelta | str = timedelta(minutes=5), *, conn: Conn = None) -> list[StatsRow]:
-        """pgq.stats: per-entrypoint outcomes, jobs per second and wait/run percentiles over
-        the last `since` (a timedelta or interval text, 1 second to 31 days); only entrypoints
-        with outcomes in the window have a row. Raises InvalidArgument."""
-        rows: list[StatsRow] = self._run(q.stats(since), conn)
-        return rows
-
-    def queues(self, *, conn: Conn = None) -> list[QueueRow]:
-        """The pgq.queues view: one row per entrypoint with jobs or settings."""
-        rows: list[QueueRow] = self._run(q.queues(), conn)
-        return rows
-
-    def workers(self, *, conn: Conn = None) -> list[WorkerRow]:
-        """The pgq.workers view: alive workers first, then the most recently registered."""
-        rows: list[WorkerRow] = self._run(q.workers(), conn)
-        return rows
-
-    def jobs(
-        self, entrypoint: str | None = None, status: str | None = None, limit: int = 100, *, conn: Conn = None
-    ) -> list[JobRow]:
-        """Live jobs from the pgq.jobs view, oldest id first, optionally filtered. status:
-        queued, waiting, running or dead (finished jobs: outcomes())."""
-        rows: list[JobRow] = self._run(q.jobs(entrypoint, status, limit), conn)
-        return rows
-
-    def outcomes(
-        self,
-        entrypoint: str | None = None,
-        outcome: str | None = None,
-        limit: int = 100,
-        *,
-        conn: Conn = None,
-    ) -> list[OutcomeRow]:
-        """The outcome log (pgq.outcomes), newest first, optionally filtered. outcome:
-        succeeded, canceled, dead (discarded) or failed (one row per failed attempt)."""
-        rows: list[OutcomeRow] = self._run(q.outcomes(entrypoint, outcome, limit), conn)
-        return rows
 
 
 def _run_on(

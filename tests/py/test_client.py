@@ -840,3 +840,31 @@ def test_enqueue_batch_takes_the_options_of_enqueue(client: Client) -> None:
     story = client.job(plain[0])
     assert story is not None
     assert (story["status"], story["headers"], story["max_attempts"]) == ("queued", {"a": 1}, 5)
+
+
+def test_connection_lends_a_pooled_connection_and_sweeps_reads_the_view(dsn: str) -> None:
+    """The public ways in for code beside the client (pgq.testing, `pgq status`): a pooled
+    connection lent for a block, on which conn= joins the caller's transaction; the sweeps
+    view as rows. Both clients."""
+    with Client(dsn, min_size=1, max_size=1) as client:
+        with client.connection() as conn:
+            assert conn.autocommit
+            lent_pid = conn.info.backend_pid
+            with conn.transaction() as tx:
+                job_id = client.enqueue("lent", conn=conn)
+                raise psycopg.Rollback(tx)
+            assert client.job_status(job_id, conn=conn) is None  # gone with the transaction
+        # Taken back: the pool's only connection serves the next call.
+        assert client.jobs(entrypoint="lent") == []
+        with client.connection() as again:
+            assert again.info.backend_pid == lent_pid
+        assert {s.sweep for s in client.sweeps()} == {"reap", "run_schedules", "prune"}
+
+        async def main() -> set[str]:
+            async with pgq.AsyncClient(dsn, min_size=1, max_size=1) as aclient:
+                async with aclient.connection() as aconn, aconn.transaction():
+                    await aclient.enqueue("lent_async", conn=aconn)
+                return {s.sweep for s in await aclient.sweeps()}
+
+        assert asyncio.run(main()) == {"reap", "run_schedules", "prune"}
+        assert [j.entrypoint for j in client.jobs(entrypoint="lent_async")] == ["lent_async"]

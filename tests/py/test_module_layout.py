@@ -13,25 +13,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "pgq"
 # The worker's modules are held to ~300 lines, every other module to ~400.
 WORKER_LINES = 320
 MODULE_LINES = 400
-# Modules over the guide today, each with its size now: they may shrink, never grow, and
-# leave this list when they come under the guide.
-OVER = {
-    "queries.py": 671,
-    "client.py": 633,
-    "async_client.py": 508,
-}
+# Modules allowed over the guide, each with its size: none today. An entry may shrink,
+# never grow, and leaves when its module comes under the guide.
+OVER: dict[str, int] = {}
 # Names that look private and are not another module's: the `self`/`cls` of a method, and
 # what the standard library publishes with an underscore (namedtuple's API, logging's
 # frame filter).
 RECEIVERS = {"self", "cls"}
 ALLOWED = {"_asdict", "_replace", "_fields", "_make", "_exit", "_srcfile"}
-# Uses of another module's private names outside the worker today: the client's API work
-# (a public way to run a query and to lend a connection) will remove them; the list may
-# shrink, never grow.
-KNOWN = {
-    "cli/status.py: ._run of client",
-    "testing/asserts.py: ._open of source",
-}
+# Uses of another module's private names outside the worker: none today; an entry here
+# would be a known exception, to shrink, never to grow.
+KNOWN: set[str] = set()
 
 
 def _modules() -> list[Path]:

@@ -15,7 +15,6 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from .. import queries
 from ..client import Client
 from ..rows import QueueRow, StatsRow, SweepRow, WorkerRow
 from .output import (
@@ -96,7 +95,7 @@ def status(dsn: str | None, since: str, watch: bool, interval: float | None, ite
             return
         snapshot = take_snapshot(client, since)
         # pgq.sweeps: a stopped pg_cron shows as sweeps that no longer run.
-        sweeps: list[SweepRow] = client._run(queries.sweeps())
+        sweeps: list[SweepRow] = client.sweeps()
     _print_once(snapshot, since)
     click.echo()
     print_table(

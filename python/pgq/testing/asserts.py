@@ -126,7 +126,7 @@ def _connection(source: Source) -> Iterator[psycopg.Connection[Any]]:
     if isinstance(source, psycopg.Connection):
         yield source
     elif isinstance(source, Client):
-        with source._open().connection() as conn:
+        with source.connection() as conn:
             yield conn
     else:
         with psycopg.connect(resolve_dsn(source), autocommit=True) as conn:
