@@ -3,7 +3,7 @@
 -- mark and its lows (pgq._mark_lows), from the front without a mark; a raise moves it to
 -- the first queued job (trailing by a second) and takes in the lows, and a verifying raise
 -- repairs a mark found above a queued job.
--- Races between writers and raises: tests/py/test_claim_marks.py.
+-- Races between writers and raises: tests/py/sql/test_claim_marks.py.
 BEGIN;
 SELECT plan(58);
 
@@ -202,7 +202,7 @@ ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_update_trg;
 ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_insert_trg;
 SELECT ok(pgq._raise_mark('p12'), 'a raise from the mark');
 SELECT is(pg_temp.stranded(), 1::bigint, 'a raise from the mark does not look below it');
-SET client_min_messages = error;  -- the WARNING (asserted in tests/py/test_claim_marks.py)
+SET client_min_messages = error;  -- the WARNING (asserted in tests/py/sql/test_claim_marks.py)
 SELECT lives_ok($$SELECT pgq._verify_mark('p12')$$, 'a verification');
 RESET client_min_messages;
 SELECT is(pg_temp.stranded(), 0::bigint, 'the verification repaired it');

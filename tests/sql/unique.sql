@@ -1,7 +1,7 @@
 -- Uniqueness: pgq.enqueue_job's (id, created, replaced), dedupe_scope ('live', 'queued'),
 -- dedupe_window (successes in the outcome log), dedupe_mode ('keep', 'replace'), the same
 -- options through pgq.enqueue, pgq.enqueue_batch (dedupe_keys) and pgq.enqueue_trigger,
--- and their validation (PQ001, changing nothing). Races are in tests/py/test_unique.py.
+-- and their validation (PQ001, changing nothing). Races are in tests/py/sql/test_unique.py.
 BEGIN;
 SELECT plan(59);
 

@@ -1,6 +1,6 @@
 -- pgq.watch: marks a live job watched and returns its status; finished and unknown jobs;
 -- PQ001 for NULL, changing nothing; the triggers that notify exist with their conditions.
--- (The notification itself needs a commit: tests/py/test_wait.py.)
+-- (The notification itself needs a commit: tests/py/client/test_wait.py.)
 BEGIN;
 SELECT plan(11);
 
