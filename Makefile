@@ -102,6 +102,7 @@ install-extension: venv
 # pgTAP on a fresh database. How pgq gets there: TAP_INSTALL=script (the SQL of `pgq sql
 # install` through psql -1, on 15), extension (CREATE EXTENSION pgq, on the other majors)
 # or cli (`pgq install`); pytest covers the CLI install and proves the three schemas equal.
+# The test files are tests/sql/*.sql; tests/sql/fixtures/ holds what they load (\ir), no tests.
 TAP_INSTALL ?= $(if $(filter 15,$(PGQ_PG_MAJOR)),script,extension)
 tap: deps db $(if $(filter extension,$(TAP_INSTALL)),install-extension)
 	$(PSQL) -d $(ADMIN_DSN) -c 'DROP DATABASE IF EXISTS pgq_tap WITH (FORCE)' -c 'CREATE DATABASE pgq_tap'

@@ -7,9 +7,8 @@
 BEGIN;
 SELECT plan(58);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- A mark in force after every job of priority 0 and below: set only while the entrypoint
 -- has none queued (else it would break the invariant these tests check).
 CREATE FUNCTION pg_temp.mark_ahead(ep text) RETURNS void

@@ -4,10 +4,7 @@
 BEGIN;
 SELECT plan(11);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-GRANT SELECT ON t_job TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
 
 INSERT INTO t_job VALUES ('queued', pgq.enqueue('wt'));
 INSERT INTO t_job VALUES ('other', pgq.enqueue('wt'));
