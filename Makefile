@@ -108,6 +108,7 @@ install-extension: venv
 # pgTAP on a fresh database. How pgq gets there: TAP_INSTALL=script (the SQL of `pgq sql
 # install` through psql -1, on 15), extension (CREATE EXTENSION pgq, on the other majors)
 # or cli (`pgq install`); pytest covers the CLI install and proves the three schemas equal.
+# The test files are tests/sql/*.sql; tests/sql/fixtures/ holds what they load (\ir), no tests.
 TAP_INSTALL ?= $(if $(filter 15,$(PGQ_PG_MAJOR)),script,extension)
 tap: deps db $(if $(filter extension,$(TAP_INSTALL)),install-extension)
 	$(PSQL) -d $(ADMIN_DSN) -c 'DROP DATABASE IF EXISTS pgq_tap WITH (FORCE)' -c 'CREATE DATABASE pgq_tap'
@@ -129,7 +130,7 @@ pytest: deps db node-example
 test: deps db lint docs tap pytest
 
 # The Node.js example worker's dependencies (node-postgres), from its lock file; without
-# npm, tests/py/test_conformance.py skips the Node.js run and says why.
+# npm, tests/py/worker/test_conformance.py skips the Node.js run and says why.
 node-example: examples/node/node_modules/.package-lock.json
 examples/node/node_modules/.package-lock.json: examples/node/package-lock.json
 	@if command -v npm >/dev/null; then cd examples/node && npm ci --no-audit --no-fund; \
@@ -162,7 +163,7 @@ tap-versions: deps pg-servers
 	done; rm -f .tap-*.log; exit $$rc
 	@$(MAKE) --no-print-directory refuse-unsupported
 
-# pgq install on a real PostgreSQL 13 refuses, changing nothing (tests/py/test_server_version.py).
+# pgq install on a real PostgreSQL 13 refuses, changing nothing (tests/py/lifecycle/test_server_version.py).
 refuse-unsupported: deps
 	@for major in $(PG_UNSUPPORTED); do \
 		echo "=== PostgreSQL $$major: pgq install refuses ==="; \
@@ -170,7 +171,7 @@ refuse-unsupported: deps
 		scripts/pg-servers.sh install $$major; \
 		PGQ_PG_MAJOR=$$major PGQ_PORT=$$port scripts/db.sh start >/dev/null || exit $$?; \
 		rc=0; PGQ_UNSUPPORTED_DSN=postgresql://postgres@127.0.0.1:$$port/postgres \
-			$(VENV)/bin/pytest tests/py/test_server_version.py -k unsupported || rc=$$?; \
+			$(VENV)/bin/pytest tests/py/lifecycle/test_server_version.py -k unsupported || rc=$$?; \
 		PGQ_PG_MAJOR=$$major PGQ_PORT=$$port scripts/db.sh stop; \
 		[ $$rc = 0 ] || exit $$rc; \
 	done
@@ -183,14 +184,17 @@ bench: deps db
 
 # The chaos soak, long form: `make soak MINUTES=10`. It restarts the cluster of PGQ_PORT /
 # PGQ_PGDATA (both passed on to scripts/db.sh), so point those at a cluster of your own.
+# SOAK_ARGS: more options of the soak (`PYTHONPATH=tests/py .venv/bin/python -m support.soak
+# --help` lists them), e.g. SOAK_ARGS='--kinds restart-immediate --gap 3 4'.
 MINUTES ?= 10
+SOAK_ARGS ?=
 soak: deps db
-	$(PY) tests/py/soak.py --dsn $(ADMIN_DSN) --minutes $(MINUTES)
+	PYTHONPATH=tests/py $(PY) -m support.soak --dsn $(ADMIN_DSN) --minutes $(MINUTES) $(SOAK_ARGS)
 
 # The model-based test, long form (make test runs 120 examples): `make model EXAMPLES=2000`.
 EXAMPLES ?= 1000
 model: deps db
-	PGQ_TEST_DSN=$(ADMIN_DSN) PGQ_MODEL_EXAMPLES=$(EXAMPLES) $(VENV)/bin/pytest tests/py/test_model.py
+	PGQ_TEST_DSN=$(ADMIN_DSN) PGQ_MODEL_EXAMPLES=$(EXAMPLES) $(VENV)/bin/pytest tests/py/sql/test_model.py
 
 # The upgrade ladder's fixtures: `make freeze VERSION=0.2.0` writes tests/fixtures/pgq-0.2.0.sql,
 # the schema this checkout installs; with COMMIT=<the release's commit> it freezes that

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Freeze a release for the upgrade ladder (tests/py/test_upgrade.py, test_rolling_upgrade.py):
+# Freeze a release for the upgrade ladder (tests/py/lifecycle/test_upgrade.py, test_rolling_upgrade.py):
 #   scripts/freeze.sh VERSION [COMMIT]      (or: make freeze VERSION=0.2.0 [COMMIT=...])
 # writes tests/fixtures/pgq-VERSION.sql: the schema that release's own `pgq install --no-cron`
 # creates (its dated outcome partitions dropped: an upgrade creates those for its own day),
@@ -64,7 +64,7 @@ SQL
 out=$fixtures/pgq-$version.sql
 {
     echo "-- The pgq schema as released in $version ($label), frozen for the upgrade ladder"
-    echo "-- (tests/py/test_upgrade.py, test_rolling_upgrade.py): installed by that code's"
+    echo "-- (tests/py/lifecycle/test_upgrade.py, test_rolling_upgrade.py): installed by that code's"
     echo "-- \`pgq install --no-cron\`, its dated outcome partitions dropped (an upgrade creates those"
     echo "-- for its own day), then \`pg_dump --no-owner --schema=pgq\`. Regenerate with"
     echo "-- \`make freeze VERSION=$version${commit:+ COMMIT=$commit}\` (scripts/freeze.sh); once $version is released,"

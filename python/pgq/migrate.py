@@ -5,8 +5,8 @@ pgq._migrations. Roles, functions, views, triggers and grants are code: on every
 and upgrade they are re-applied from sql/, and whatever an earlier version left in schema
 pgq that the code no longer defines is dropped (sql/reconcile.sql), so the database ends
 exactly at the current schema. A fresh install runs sql/schema/ (the current tables)
-instead of replaying the migrations; tests/py/test_migrations.py proves both paths give the
-same schema.
+instead of replaying the migrations; tests/py/lifecycle/test_migrations.py proves both
+paths give the same schema.
 
 An install or upgrade is one transaction: the pending migrations and the code commit
 together or not at all. The rights it needs are checked before anything changes. Every

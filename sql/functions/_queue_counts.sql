@@ -38,7 +38,7 @@ STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index paths into pgq._jobs whatever its statistics say (a queue analyzed empty):
--- tests/py/test_empty_queue_plans.py says why.
+-- tests/py/sql/test_empty_queue_plans.py says why.
 SET enable_seqscan = off
 -- Compiling these short index probes would cost seconds (their estimated costs can cross
 -- the JIT thresholds), running them a few milliseconds.

@@ -46,7 +46,7 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index paths into pgq._jobs whatever its statistics say (a queue analyzed empty):
--- tests/py/test_empty_queue_plans.py says why; JIT off, which that cost would start.
+-- tests/py/sql/test_empty_queue_plans.py says why; JIT off, which that cost would start.
 SET enable_seqscan = off
 SET jit = off
 AS $$

@@ -1,6 +1,6 @@
 -- The current table layout of pgq. Functions, views and grants live in their own files and
 -- are (re)applied on every install and upgrade; a change here needs a migration too
--- (tests/py/test_migrations.py diffs a fresh install against the replayed migrations).
+-- (tests/py/lifecycle/test_migrations.py diffs a fresh install against the replayed migrations).
 -- Tables are internal (prefix `_`): the public interface is the functions and views.
 
 CREATE SCHEMA pgq;

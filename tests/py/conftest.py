@@ -2,7 +2,8 @@
 and cloned per test module (CREATE DATABASE ... TEMPLATE is far faster than installing).
 
 The server is the project's own cluster (`make db`); PGQ_TEST_DSN points at its
-maintenance database.
+maintenance database. The tests are in folders by area, the helpers in support/:
+README.md here says which folder holds what.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from cluster import restart_problem, wait_for_server
 from pgq import migrate
-from workers import WorkerProcess
+from support.cluster import restart_problem, wait_for_server
+from support.workers import WorkerProcess
 
 ADMIN_DSN = os.environ.get("PGQ_TEST_DSN", "postgresql://postgres@127.0.0.1:54329/postgres")
 

@@ -4,13 +4,8 @@
 BEGIN;
 SELECT plan(83);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_job, t_worker TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- Claim one job at a time and return the ids in claim order.
 CREATE FUNCTION pg_temp.claim_one_by_one(worker text, entrypoints text[], n integer) RETURNS bigint[]
 LANGUAGE plpgsql AS $$
@@ -23,19 +18,6 @@ BEGIN
         v_ids := v_ids || v_id;
     END LOOP;
     RETURN v_ids;
-END
-$$;
--- The result of a query as text, or 'ERROR <SQLSTATE>' (the error is caught, so the
--- transaction goes on).
-CREATE FUNCTION pg_temp.try(query text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_result text;
-BEGIN
-    EXECUTE query INTO v_result;
-    RETURN coalesce(v_result, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'ERROR ' || SQLSTATE;
 END
 $$;
 

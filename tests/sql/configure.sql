@@ -4,10 +4,8 @@
 BEGIN;
 SELECT plan(68);
 
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_worker TO public;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- The stored settings of an entrypoint, as one text value for comparisons.
 CREATE FUNCTION pg_temp.row_of(ep text) RETURNS text
 LANGUAGE sql STABLE AS $$

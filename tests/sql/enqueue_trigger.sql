@@ -3,17 +3,7 @@
 BEGIN;
 SELECT plan(18);
 
-CREATE FUNCTION pg_temp.try(query text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_result text;
-BEGIN
-    EXECUTE query INTO v_result;
-    RETURN coalesce(v_result, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'ERROR ' || SQLSTATE;
-END
-$$;
+\ir fixtures/setup.sql
 
 CREATE TABLE public.tap_orders (
     id integer PRIMARY KEY,

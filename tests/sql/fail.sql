@@ -4,13 +4,8 @@
 BEGIN;
 SELECT plan(66);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_job, t_worker TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- Make a job due again and claim it for a worker; returns the claimed id.
 CREATE FUNCTION pg_temp.reclaim(worker text, job text) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -22,17 +17,6 @@ BEGIN
         SELECT j.entrypoint FROM pgq._jobs AS j WHERE j.id = pg_temp.jid(job)
     )]) AS c;
     RETURN v_id;
-END
-$$;
-CREATE FUNCTION pg_temp.try(query text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_result text;
-BEGIN
-    EXECUTE query INTO v_result;
-    RETURN coalesce(v_result, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'ERROR ' || SQLSTATE;
 END
 $$;
 

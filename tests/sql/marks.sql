@@ -3,13 +3,12 @@
 -- mark and its lows (pgq._mark_lows), from the front without a mark; a raise moves it to
 -- the first queued job (trailing by a second) and takes in the lows, and a verifying raise
 -- repairs a mark found above a queued job.
--- Races between writers and raises: tests/py/test_claim_marks.py.
+-- Races between writers and raises: tests/py/sql/test_claim_marks.py.
 BEGIN;
 SELECT plan(58);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- A mark in force after every job of priority 0 and below: set only while the entrypoint
 -- has none queued (else it would break the invariant these tests check).
 CREATE FUNCTION pg_temp.mark_ahead(ep text) RETURNS void
@@ -202,7 +201,7 @@ ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_update_trg;
 ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_insert_trg;
 SELECT ok(pgq._raise_mark('p12'), 'a raise from the mark');
 SELECT is(pg_temp.stranded(), 1::bigint, 'a raise from the mark does not look below it');
-SET client_min_messages = error;  -- the WARNING (asserted in tests/py/test_claim_marks.py)
+SET client_min_messages = error;  -- the WARNING (asserted in tests/py/sql/test_claim_marks.py)
 SELECT lives_ok($$SELECT pgq._verify_mark('p12')$$, 'a verification');
 RESET client_min_messages;
 SELECT is(pg_temp.stranded(), 0::bigint, 'the verification repaired it');

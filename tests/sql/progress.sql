@@ -4,13 +4,7 @@
 BEGIN;
 SELECT plan(13);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_job, t_worker TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
 
 INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['pr']));
 INSERT INTO t_worker VALUES ('w2', pgq.register_worker('w2', ARRAY['pr']));

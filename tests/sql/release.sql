@@ -3,12 +3,7 @@
 BEGIN;
 SELECT plan(15);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
 
 INSERT INTO t_worker VALUES ('w', pgq.register_worker('w', ARRAY['mail']));
 INSERT INTO t_worker VALUES ('other', pgq.register_worker('other', ARRAY['mail']));

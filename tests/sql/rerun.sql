@@ -4,10 +4,7 @@
 BEGIN;
 SELECT plan(10);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-GRANT SELECT ON t_job TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
 
 -- A succeeded job with a key, payload and headers; a canceled one; a live one.
 INSERT INTO t_job VALUES ('done', pgq.enqueue('rr', '{"n": 1}', priority => 3, dedupe_key => 'k1', headers => '{"h": 1}'));

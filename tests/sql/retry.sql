@@ -3,13 +3,8 @@
 BEGIN;
 SELECT plan(24);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_job, t_worker TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- Claim a job and fail it until it is dead; returns the last fail result.
 CREATE FUNCTION pg_temp.kill(job text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -23,17 +18,6 @@ BEGIN
         EXIT WHEN v_result IS DISTINCT FROM 'queued';
     END LOOP;
     RETURN v_result;
-END
-$$;
-CREATE FUNCTION pg_temp.try(query text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_result text;
-BEGIN
-    EXECUTE query INTO v_result;
-    RETURN coalesce(v_result, 'NULL');
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'ERROR ' || SQLSTATE;
 END
 $$;
 

@@ -5,10 +5,8 @@
 BEGIN;
 SELECT plan(19);
 
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_worker TO public;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 -- An outcome row: finished `ago` before now, after waiting `wait` and running `run`.
 CREATE PROCEDURE pg_temp.outcome(
     entrypoint text, outcome text, ago interval, wait interval, run interval, fatal boolean DEFAULT FALSE

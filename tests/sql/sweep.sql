@@ -4,10 +4,7 @@
 BEGIN;
 SELECT plan(10);
 
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-GRANT SELECT ON t_worker TO public;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
 
 INSERT INTO t_worker VALUES ('w1', pgq.register_worker('w1', ARRAY['sw']));
 SELECT is((SELECT count(*) FROM pgq.claim(pg_temp.wid('w1'), ARRAY['sw'])), 0::bigint, 'nothing to claim yet');

@@ -4,6 +4,8 @@
 BEGIN;
 SELECT plan(11);
 
+\ir fixtures/setup.sql
+
 SET LOCAL statement_timeout = '400ms';
 SELECT is(pgq._sweep_deadline(0.25), statement_timestamp() + interval '100 ms', 'a quarter of a 400 ms timeout');
 SET LOCAL statement_timeout = 0;
@@ -21,7 +23,6 @@ SELECT is(
 );
 SELECT CASE WHEN current_setting('server_version_num')::int >= 170000 THEN set_config('transaction_timeout', '0', TRUE) END;
 
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
 INSERT INTO t_worker VALUES ('gone', pgq.register_worker('gone', ARRAY['sb']));
 SELECT is(
     (SELECT count(*) FROM pgq.enqueue_batch('sb', array_fill('{}'::jsonb, ARRAY[450]))), 450::bigint, '450 jobs'

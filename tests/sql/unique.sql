@@ -1,16 +1,12 @@
 -- Uniqueness: pgq.enqueue_job's (id, created, replaced), dedupe_scope ('live', 'queued'),
 -- dedupe_window (successes in the outcome log), dedupe_mode ('keep', 'replace'), the same
 -- options through pgq.enqueue, pgq.enqueue_batch (dedupe_keys) and pgq.enqueue_trigger,
--- and their validation (PQ001, changing nothing). Races are in tests/py/test_unique.py.
+-- and their validation (PQ001, changing nothing). Races are in tests/py/sql/test_unique.py.
 BEGIN;
 SELECT plan(59);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-CREATE TEMP TABLE t_worker (label text PRIMARY KEY, id uuid NOT NULL);
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
-CREATE FUNCTION pg_temp.wid(label text) RETURNS uuid
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_worker AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
+
 INSERT INTO t_worker VALUES ('w', pgq.register_worker('w', ARRAY['u_run', 'u_queued', 'u_win', 'u_repl_run']));
 
 -- created / kept.

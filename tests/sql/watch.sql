@@ -1,13 +1,10 @@
 -- pgq.watch: marks a live job watched and returns its status; finished and unknown jobs;
 -- PQ001 for NULL, changing nothing; the triggers that notify exist with their conditions.
--- (The notification itself needs a commit: tests/py/test_wait.py.)
+-- (The notification itself needs a commit: tests/py/client/test_wait.py.)
 BEGIN;
 SELECT plan(11);
 
-CREATE TEMP TABLE t_job (label text PRIMARY KEY, id bigint NOT NULL);
-GRANT SELECT ON t_job TO public;
-CREATE FUNCTION pg_temp.jid(label text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT t.id FROM pg_temp.t_job AS t WHERE t.label = $1 $$;
+\ir fixtures/setup.sql
 
 INSERT INTO t_job VALUES ('queued', pgq.enqueue('wt'));
 INSERT INTO t_job VALUES ('other', pgq.enqueue('wt'));

@@ -113,7 +113,7 @@ class Databases:
 
     def _connect(self) -> None:
         # Named, so that a test suite that restarts the server can tell this idle session
-        # from a client that would mind (tests/py/cluster.py does).
+        # from a client that would mind (tests/py/support/cluster.py does).
         self._admin = psycopg.connect(self.admin_dsn, autocommit=True, application_name=APPLICATION_NAME)
         self._admin.execute(_LOCK, (self.run,))
 
