@@ -6,6 +6,7 @@ be idempotent.
 
 from ._version import __version__
 from .async_client import AsyncClient
+from .batches import Batch, BatchMember
 from .client import Client
 from .errors import (
     InstallMismatch,
@@ -39,6 +40,8 @@ from .worker import Worker
 
 __all__ = [
     "AsyncClient",
+    "Batch",
+    "BatchMember",
     "Client",
     "DeliveryLost",
     "DependencyResult",

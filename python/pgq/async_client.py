@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
-from . import pools
+from . import batches, pools
 from . import queries as q
 from .client import RECHECK_SECONDS, Client
 from .dsn import resolve_dsn
@@ -53,7 +53,7 @@ Interval: TypeAlias = "timedelta | str | None"
 log = logging.getLogger("pgq.client")
 
 
-class AsyncClient:
+class AsyncClient(batches.AsyncBatchMethods):
     """pgq.Client for asyncio. The pool opens on first use (or on `async with`); close()
     or leaving the `async with` block closes it."""
 

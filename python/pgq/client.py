@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
-from . import pools
+from . import batches, pools
 from . import queries as q
 from .dsn import resolve_dsn
 from .errors import PgqError, UnknownJob
@@ -64,7 +64,7 @@ RECHECK_SECONDS = 10.0
 log = logging.getLogger("pgq.client")
 
 
-class Client:
+class Client(batches.BatchMethods):
     """Talks to the pgq schema of one database.
 
     dsn: a libpq connection string; default $PGQ_DSN, else libpq's environment (PGHOST, ...).
