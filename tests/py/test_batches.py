@@ -212,3 +212,85 @@ def test_client_batches_zero_members_rollback_and_prune(conn: psycopg.Connection
         scalar(dsn, "SELECT count(*) FROM pgq._batch_members WHERE batch_id IN (%s, %s)", (empty.id, full.id))
         == 0
     )
+
+
+def test_every_way_a_member_ends_is_counted_once(conn: psycopg.Connection, dsn: str) -> None:
+    """Each path that ends a job, each in a transaction of its own: the member's outcome and
+    the batch's counts follow; a discarded dead member stays dead; a retried one is live."""
+    conn.execute("SELECT pgq.configure('b_pill', max_deliveries => 1)")
+    gone = conn.execute("SELECT pgq.enqueue('b_gone')").fetchone()[0]
+    conn.execute("SELECT pgq.cancel(ARRAY[%s]::bigint[])", (gone,))
+    waited = conn.execute("SELECT pgq.enqueue('b_gone')").fetchone()[0]
+    with psycopg.connect(dsn) as c:
+        batch = c.execute(f"SELECT pgq.batch({CALLBACKS})").fetchone()[0]
+        ids = {}
+        for path in (
+            "done",
+            "dies",
+            "canceled",
+            "confirmed",
+            "failed_cancel",
+            "pill",
+            "discarded",
+            "retried",
+        ):
+            (ids[path],) = c.execute(
+                "SELECT * FROM pgq.enqueue_batch(%s, ARRAY['{}']::jsonb[], max_attempts => 1, batch => %s)",
+                (f"b_{path}", batch),
+            ).fetchone()
+        for path, parent in (("cascade", waited), ("born_canceled", gone)):
+            (ids[path],) = c.execute(
+                "SELECT * FROM pgq.enqueue_batch('b_dep', ARRAY['{}']::jsonb[],"
+                " depends_on => ARRAY[%s]::bigint[], batch => %s)",
+                (parent, batch),
+            ).fetchone()
+    entrypoints = [f"b_{path}" for path in ids]
+    w = conn.execute("SELECT pgq.register_worker('w', %s::text[])", (entrypoints,)).fetchone()[0]
+
+    def run(path: str, *statements: str) -> None:
+        assert (
+            conn.execute("SELECT count(*) FROM pgq.claim(%s, ARRAY[%s])", (w, f"b_{path}")).fetchone()[0] == 1
+        )
+        for statement in statements:
+            conn.execute(statement, {"w": w, "id": ids[path]})
+
+    run("done", COMPLETE)
+    run("dies", FAIL)
+    conn.execute("SELECT pgq.cancel(ARRAY[%s]::bigint[])", (ids["canceled"],))
+    run("confirmed", "SELECT pgq.cancel(ARRAY[%(id)s]::bigint[])", "SELECT pgq.confirm_cancel(%(w)s, %(id)s)")
+    run("failed_cancel", "SELECT pgq.cancel(ARRAY[%(id)s]::bigint[])", FAIL)
+    run("pill", "SELECT pgq._release(ARRAY[%(w)s]::uuid[], '{}', TRUE)")
+    run("discarded", FAIL, "SELECT pgq.cancel(ARRAY[%(id)s]::bigint[])")
+    run("retried", FAIL, "SELECT pgq.retry(ARRAY[%(id)s]::bigint[])")
+    conn.execute("SELECT pgq.cancel(ARRAY[%s]::bigint[])", (waited,))
+    outcomes = dict(
+        conn.execute(
+            "SELECT job_id, outcome FROM pgq._batch_members WHERE batch_id = %s", (batch,)
+        ).fetchall()
+    )
+    assert {path: outcomes[job] for path, job in ids.items()} == {
+        "done": "succeeded",
+        "dies": "dead",
+        "canceled": "canceled",
+        "confirmed": "canceled",
+        "failed_cancel": "canceled",
+        "pill": "dead",
+        "discarded": "dead",
+        "retried": None,
+        "cascade": "canceled",
+        "born_canceled": "canceled",
+    }
+    counts = conn.execute(
+        "SELECT total, succeeded, dead, canceled, finished_at IS NULL FROM pgq._batches WHERE id = %s",
+        (batch,),
+    ).fetchone()
+    assert counts == (10, 1, 3, 5, True)
+    assert {event: len(jobs) for event, jobs in callbacks(conn, batch).items()} == {"death": 1}
+    run("retried", COMPLETE)
+    got = callbacks(conn, batch)
+    assert {event: len(jobs) for event, jobs in got.items()} == {"death": 1, "finish": 1}
+    assert {k: got["finish"][0][k] for k in ("succeeded", "dead", "canceled")} == {
+        "succeeded": 2,
+        "dead": 3,
+        "canceled": 5,
+    }
