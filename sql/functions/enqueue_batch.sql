@@ -43,6 +43,7 @@ DECLARE
     v_bad integer;
     v_job record;
     v_ids bigint[];
+    v_seqscan text := current_setting('enable_seqscan');
 BEGIN
     PERFORM pgq._check_job(entrypoint, NULL, run_at, NULL, headers, max_attempts);
     IF payloads IS NULL THEN
@@ -130,12 +131,15 @@ BEGIN
         END LOOP;
         IF batch IS NOT NULL THEN
             -- A job born canceled (a dependency had failed) has no row: a member that ended.
+            -- By primary key, whatever the job table's statistics say (an empty queue's).
+            PERFORM set_config('enable_seqscan', 'off', TRUE);
             UPDATE pgq._jobs AS j SET batch_id = enqueue_batch.batch WHERE j.id = ANY (v_ids);
             INSERT INTO pgq._batch_members AS m (batch_id, job_id, ended_xact)
             SELECT enqueue_batch.batch, i.id,
                    CASE WHEN NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.id = i.id) THEN pg_current_xact_id() END
             FROM unnest(v_ids) AS i (id);
             UPDATE pgq._batches AS b SET total = b.total + cardinality(v_ids) WHERE b.id = enqueue_batch.batch;
+            PERFORM set_config('enable_seqscan', v_seqscan, TRUE);
         END IF;
         RETURN QUERY SELECT unnest(v_ids);
         RETURN;
