@@ -6,8 +6,10 @@
 -- batches cannot deadlock) before their members are counted, so of two transactions
 -- ending the last two members at the same instant the second counts after the first has
 -- committed and sees its counts. Each member's fate is read as it stands at commit: its
--- live row (dead, or live again after pgq.retry), else its final outcome in the log
--- (succeeded, canceled; dead = discarded); a member gone without an outcome was canceled
+-- live row (dead, or live again after pgq.retry), else the final outcome this transaction
+-- logged for it (succeeded, canceled; dead = discarded), found in one scan of the log's
+-- newest rows (finished_at >= the transaction's start, as every function that ends a job
+-- stamps it), not one lookup per member; a member gone without an outcome was canceled
 -- (every path that removes a job without logging it in the same statement cancels it).
 -- Counts move by the change of each member's fate, so a member counted dead and then
 -- discarded is counted once, and a retried one leaves the dead count. Then the callbacks
@@ -22,9 +24,10 @@ AS $$
 DECLARE
     v_xact xid8 := pg_catalog.pg_current_xact_id();
     v_batches bigint[];
+    v_ids bigint[];
     v_batch pgq._batches;
 BEGIN
-    SELECT array_agg(DISTINCT m.batch_id) INTO v_batches
+    SELECT array_agg(DISTINCT m.batch_id), array_agg(m.job_id) INTO v_batches, v_ids
     FROM pgq._batch_members AS m WHERE m.ended_xact = v_xact;
     IF tg_table_name = '_batches' THEN
         v_batches := array_append(v_batches, new.id);
@@ -33,14 +36,21 @@ BEGIN
         RETURN NULL;
     END IF;
     PERFORM 1 FROM pgq._batches AS b WHERE b.id = ANY (v_batches) ORDER BY b.id FOR UPDATE;
-    WITH fates AS (
+    WITH logged AS (
+        SELECT DISTINCT ON (o.job_id) o.job_id, o.outcome
+        FROM pgq._outcomes AS o
+        WHERE o.finished_at >= now() AND o.job_id = ANY (v_ids) AND o.outcome IN ('succeeded', 'canceled', 'dead')
+        ORDER BY o.job_id, o.finished_at DESC
+    ),
+    fates AS (
         SELECT m.batch_id, m.job_id, m.outcome AS was,
                CASE
                    WHEN j.id IS NOT NULL THEN CASE WHEN j.status = 'dead' THEN 'dead' END
-                   ELSE coalesce((SELECT o.outcome FROM pgq._final_outcome(m.job_id) AS o), 'canceled')
+                   ELSE coalesce(l.outcome, 'canceled')
                END AS now
         FROM pgq._batch_members AS m
         LEFT JOIN pgq._jobs AS j ON j.id = m.job_id
+        LEFT JOIN logged AS l ON l.job_id = m.job_id
         WHERE m.ended_xact = v_xact
     ),
     marked AS (
