@@ -49,7 +49,8 @@ GRANT USAGE ON SCHEMA pgq TO pgq_producer, pgq_worker, pgq_admin;
 GRANT EXECUTE ON FUNCTION
 pgq.enqueue(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
 pgq.enqueue_job(text, jsonb, integer, timestamptz, text, jsonb, integer, bigint[], text, text, interval, text),
-pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text, jsonb, integer, bigint[]),
+pgq.enqueue_batch(text, jsonb[], integer, timestamptz, text[], text[], text, interval, text, jsonb, integer, bigint[], bigint),
+pgq.batch(jsonb, jsonb, jsonb),
 pgq.enqueue_trigger(),
 pgq.job_status(bigint)
 TO pgq_producer, pgq_admin;
@@ -60,6 +61,8 @@ GRANT EXECUTE ON FUNCTION pgq.job(bigint), pgq.watch(bigint) TO pgq_producer, pg
 GRANT EXECUTE ON FUNCTION pgq.explain(bigint) TO pgq_producer, pgq_worker, pgq_admin;
 -- And the results of the jobs it depends on (pgq.dependency_results).
 GRANT EXECUTE ON FUNCTION pgq.dependency_results(bigint) TO pgq_producer, pgq_worker, pgq_admin;
+-- And the members of a batch (pgq.batch_results): its producer, and a callback's worker.
+GRANT EXECUTE ON FUNCTION pgq.batch_results(bigint) TO pgq_producer, pgq_worker, pgq_admin;
 
 -- Workers claim and settle jobs.
 GRANT EXECUTE ON FUNCTION

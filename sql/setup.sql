@@ -63,6 +63,43 @@ BEGIN
         EXECUTE FUNCTION pgq._marks_updated();
         ALTER TABLE pgq._jobs ENABLE ALWAYS TRIGGER _jobs_marks_update_trg;
     END IF;
+    -- A batch member's end (or return from dead) is counted at commit (pgq._batch_member_ended,
+    -- pgq._batch_settle). Jobs in no batch fail the WHEN clause and call nothing.
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_batch_end_trg'
+    ) THEN
+        CREATE TRIGGER _jobs_batch_end_trg AFTER DELETE ON pgq._jobs
+        FOR EACH ROW WHEN (old.batch_id IS NOT NULL)
+        EXECUTE FUNCTION pgq._batch_member_ended();
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._jobs'::regclass AND t.tgname = '_jobs_batch_dead_trg'
+    ) THEN
+        CREATE TRIGGER _jobs_batch_dead_trg AFTER UPDATE OF status ON pgq._jobs
+        FOR EACH ROW WHEN (new.batch_id IS NOT NULL AND (old.status = 'dead') <> (new.status = 'dead'))
+        EXECUTE FUNCTION pgq._batch_member_ended();
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._batch_members'::regclass AND t.tgname = '_batch_members_settle_trg'
+    ) THEN
+        CREATE CONSTRAINT TRIGGER _batch_members_settle_trg AFTER INSERT OR UPDATE OF ended_xact
+        ON pgq._batch_members
+        DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW WHEN (new.ended_xact IS NOT NULL)
+        EXECUTE FUNCTION pgq._batch_settle();
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_trigger AS t
+        WHERE t.tgrelid = 'pgq._batches'::regclass AND t.tgname = '_batches_settle_trg'
+    ) THEN
+        CREATE CONSTRAINT TRIGGER _batches_settle_trg AFTER INSERT ON pgq._batches
+        DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW
+        EXECUTE FUNCTION pgq._batch_settle();
+    END IF;
     -- Outcomes are counted for monitoring (pgq._count_outcomes, pgq.outcome_totals).
     IF NOT EXISTS (
         SELECT 1 FROM pg_catalog.pg_trigger AS t
@@ -91,3 +128,11 @@ COMMENT ON TRIGGER _jobs_marks_update_trg ON pgq._jobs IS
 'Keeps the claim mark below a job that became queued or moved earlier (pgq._marks_updated).';
 COMMENT ON TRIGGER _outcomes_count_trg ON pgq._outcomes IS
 'Adds new outcomes to the cumulative counts of pgq.outcome_totals (pgq._count_outcomes).';
+COMMENT ON TRIGGER _jobs_batch_end_trg ON pgq._jobs IS
+'Marks a batch member that left the hot table, for its batch''s counts at commit (pgq._batch_member_ended).';
+COMMENT ON TRIGGER _jobs_batch_dead_trg ON pgq._jobs IS
+'Marks a batch member that went dead or came back from dead (pgq._batch_member_ended).';
+COMMENT ON TRIGGER _batch_members_settle_trg ON pgq._batch_members IS
+'At commit: counts the batch members the transaction ended and enqueues due callbacks (pgq._batch_settle).';
+COMMENT ON TRIGGER _batches_settle_trg ON pgq._batches IS
+'At the commit that opened a batch: a batch without members finishes then (pgq._batch_settle).';

@@ -23,6 +23,8 @@ from .errors import (
 )
 from .job import Job, JobCancelled, Snooze
 from .rows import (
+    Batch,
+    BatchMember,
     DependencyResult,
     Enqueued,
     JobResult,
@@ -40,6 +42,8 @@ from .worker import Worker
 
 __all__ = [
     "AsyncClient",
+    "Batch",
+    "BatchMember",
     "Client",
     "DeliveryLost",
     "DependencyResult",

@@ -1,4 +1,4 @@
-"""The client's producing methods: enqueue, enqueue_job, enqueue_batch (pgq.Client and
+"""The client's producing methods: enqueue, enqueue_job, enqueue_batch, batch (pgq.Client and
 pgq.AsyncClient inherit them; see async_client.py).
 
 Written by hand as async_client_enqueue.py; client_enqueue.py is generated from it by
@@ -14,8 +14,8 @@ from typing import Any, TypeAlias
 import psycopg
 
 from . import queries as q
-from .queries import Call
-from .rows import Enqueued
+from .queries import Call, Callback
+from .rows import Batch, BatchMember, Enqueued
 
 Conn: TypeAlias = "psycopg.AsyncConnection[Any] | None"
 Interval: TypeAlias = "timedelta | str | None"
@@ -131,6 +131,7 @@ class AsyncClientEnqueue:
         headers: dict[str, Any] | None = None,
         max_attempts: int | None = None,
         depends_on: Iterable[int] | None = None,
+        batch: int | None = None,
         conn: Conn = None,
     ) -> list[int]:
         """Enqueue one job per payload in one statement (pgq.enqueue_batch); returns the ids
@@ -138,7 +139,8 @@ class AsyncClientEnqueue:
         no key), with dedupe_scope, dedupe_window, dedupe_mode as in enqueue_job(); a payload
         whose key finds a standing job gets that job's id (jobs go in one by one then).
         headers, max_attempts, depends_on: as in enqueue(), for every job of the batch.
-        Raises InvalidArgument, PayloadTooLarge."""
+        batch: the id of a batch opened by pgq.batch in this transaction (pass conn=): the
+        jobs become its members (see batch()). Raises InvalidArgument, PayloadTooLarge."""
         call = q.enqueue_batch(
             entrypoint,
             payloads,
@@ -152,6 +154,39 @@ class AsyncClientEnqueue:
             headers=headers,
             max_attempts=max_attempts,
             depends_on=depends_on,
+            batch=batch,
         )
         ids: list[int] = await self._run(call, conn)
         return ids
+
+    async def batch(
+        self,
+        entrypoint: str,
+        payloads: Iterable[Any],
+        *,
+        on_finish: Callback = None,
+        on_success: Callback = None,
+        on_death: Callback = None,
+        conn: Conn = None,
+        **options: Any,
+    ) -> Batch:
+        """Enqueue one job per payload as a batch (pgq.batch + pgq.enqueue_batch(batch =>
+        ...)); returns its id and the members' ids. Its callbacks are enqueued once each:
+        on_death at the first death of a member, on_finish when every member has ended,
+        on_success when every member has succeeded. A callback is an entrypoint, or a dict
+        with entrypoint, payload (a dict; the batch's id and counts are added under
+        "batch"), priority, headers, max_attempts. options: enqueue_batch's (priority,
+        run_at, headers, max_attempts, depends_on, concurrency_keys; not dedupe_keys). With
+        conn=, the batch commits (and closes) with your transaction. Raises InvalidArgument."""
+        call = q.batch(
+            entrypoint, payloads, on_finish=on_finish, on_success=on_success, on_death=on_death, **options
+        )
+        opened: Batch = await self._run(call, conn)
+        return opened
+
+    async def batch_results(self, batch: int, *, conn: Conn = None) -> list[BatchMember]:
+        """The members of a batch, in id order, each with its status and (once it succeeded)
+        its result (pgq.batch_results): what a callback's handler reads. Raises UnknownJob
+        for an unknown batch, or one that is not the caller's to read."""
+        members: list[BatchMember] = await self._run(q.batch_results(batch), conn)
+        return members

@@ -225,3 +225,21 @@ class DependencyResult:
     id: int
     status: str | None
     result: Any
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch opened by Client.batch: its id and its members' ids, in payload order."""
+
+    id: int
+    job_ids: list[int]
+
+
+@dataclass(frozen=True)
+class BatchMember:
+    """One member of a batch (pgq.batch_results): its status (as pgq.job_status) and, once
+    it succeeded, its result."""
+
+    job_id: int
+    status: str | None
+    result: Any

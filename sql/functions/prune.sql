@@ -3,7 +3,8 @@
 -- are dropped (cheap at any volume); rows of entrypoints with a shorter retention are
 -- deleted in batches of 10000 (at most 50 batches a call, so one call stays short; the
 -- next call continues). Also creates the coming days' partitions, and deletes the durable
--- steps (pgq._steps) and progress (pgq._progress) of jobs whose outcome is gone.
+-- steps (pgq._steps) and progress (pgq._progress) of jobs whose outcome is gone, and the
+-- batches (pgq.batch) that finished before the longest retention.
 -- Creating and dropping a partition needs an exclusive lock on the log, which any open
 -- transaction that read the log holds off; completions would queue behind the waiting
 -- DDL, so it waits at most 100 ms and otherwise leaves that partition to the next call.
@@ -118,6 +119,33 @@ BEGIN
         v_batches := v_batches + 1;
         EXIT WHEN v_rows < 10000;
     END LOOP;
+
+    -- Batches (pgq.batch) that finished longer ago than the longest retention, none of whose
+    -- members is still in the hot table (a dead member may yet be retried), with their
+    -- member rows. Members are looked up in pgq._jobs by id: this function's sequential
+    -- scans (for the log) must not reach the job table (tests/py/test_empty_queue_plans.py).
+    PERFORM set_config('enable_seqscan', 'off', TRUE);
+    WHILE v_batches < 50 LOOP
+        WITH expired AS (
+            DELETE FROM pgq._batches AS b WHERE b.id IN (
+                SELECT e.id FROM pgq._batches AS e
+                WHERE e.finished_at < now() - v_longest
+                  AND NOT EXISTS (
+                      SELECT 1 FROM pgq._batch_members AS m JOIN pgq._jobs AS j ON j.id = m.job_id
+                      WHERE m.batch_id = e.id
+                  )
+                LIMIT 1000
+            )
+            RETURNING b.id
+        ),
+        members AS (
+            DELETE FROM pgq._batch_members AS m WHERE m.batch_id IN (SELECT x.id FROM expired AS x)
+        )
+        SELECT count(*) INTO v_rows FROM expired;
+        v_batches := v_batches + 1;
+        EXIT WHEN v_rows < 1000;
+    END LOOP;
+    PERFORM set_config('enable_seqscan', 'on', TRUE);  -- as this function's SET clause has it
 
     -- The DDL: each waits at most 100 ms for its lock, else it is left to a later prune.
     PERFORM set_config('lock_timeout', '100ms', TRUE);

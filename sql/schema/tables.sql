@@ -85,6 +85,9 @@ CREATE TABLE pgq._jobs (
     -- failure, pgq.retry), 'snooze', 'lost' (a delivery given back unsettled); NULL before its
     -- first delivery, and for jobs re-queued before the upgrade that added it.
     delivery_reason text,
+    -- The batch it is a member of (pgq.batch, pgq.enqueue_batch(batch => ...)); NULL for
+    -- jobs in no batch, which the batch triggers' WHEN clauses skip (sql/setup.sql).
+    batch_id bigint,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
 ) WITH (
@@ -300,3 +303,44 @@ CREATE TABLE pgq._outcome_counts (
     run_seconds float8 NOT NULL DEFAULT 0,
     PRIMARY KEY (entrypoint, outcome, shard)
 ) WITH (fillfactor = 50);
+
+-- Batches (pgq.batch): a set of jobs whose end enqueues callbacks. The counts are kept under
+-- this row's lock by pgq._batch_settle, at the commit of each transaction that ended (or
+-- revived) members, so each callback is enqueued exactly once: on_death at the first
+-- death, on_finish when every member has ended (the first time), on_success when every
+-- member has succeeded. A callback is {"entrypoint", "payload", "priority", "headers",
+-- "max_attempts"}; its job id is kept once enqueued. Pruned with pgq.prune.
+CREATE TABLE pgq._batches (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    on_finish jsonb,
+    on_success jsonb,
+    on_death jsonb,
+    total integer NOT NULL DEFAULT 0,
+    succeeded integer NOT NULL DEFAULT 0,
+    dead integer NOT NULL DEFAULT 0,
+    canceled integer NOT NULL DEFAULT 0,
+    -- The transaction that opened it: members are added in that transaction only.
+    created_xact xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    created_by text NOT NULL DEFAULT session_user,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    -- When every member had ended for the first time.
+    finished_at timestamptz,
+    finish_job bigint,
+    success_job bigint,
+    death_job bigint
+);
+
+-- The members of each batch, kept after they leave the hot table (pgq.batch_results).
+-- outcome: how the member's end was counted (succeeded, dead, canceled; NULL while live).
+-- ended_xact: set by the trigger of pgq._jobs in the transaction that ended or revived it,
+-- cleared when pgq._batch_settle counts it at that transaction's commit.
+CREATE TABLE pgq._batch_members (
+    batch_id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    outcome text,
+    ended_xact xid8,
+    CONSTRAINT _batch_members_pkey PRIMARY KEY (batch_id, job_id)
+);
+
+-- The members a transaction ended, for its commit (almost always empty).
+CREATE INDEX _batch_members_ended_idx ON pgq._batch_members (ended_xact) WHERE ended_xact IS NOT NULL;

@@ -191,7 +191,7 @@ def _clean_queue(request: pytest.FixtureRequest) -> Iterator[None]:
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute(
                 "TRUNCATE pgq._jobs, pgq._outcomes, pgq._workers, pgq._queues, pgq._schedules,"
-                " pgq._marks, pgq._mark_lows, pgq._steps, pgq._progress"
+                " pgq._marks, pgq._mark_lows, pgq._steps, pgq._progress, pgq._batches, pgq._batch_members"
             )
 
 

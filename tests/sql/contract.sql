@@ -3,14 +3,14 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(302);
+SELECT plan(316);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
 SELECT functions_are(
     'pgq',
     ARRAY[
-        'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'dependency_results', 'enqueue',
+        'batch', 'batch_results', 'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'dependency_results', 'enqueue',
         'enqueue_batch', 'enqueue_job', 'enqueue_trigger', 'explain', 'forget_steps',
         'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step',
         'register_worker', 'release', 'rerun', 'resume',
@@ -89,16 +89,41 @@ SELECT is(
 );
 SELECT is(
     pg_catalog.pg_get_function_arguments(
-        pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[], text[], text, interval, text, jsonb, integer, bigint[])')
+        pg_catalog.to_regprocedure('pgq.enqueue_batch(text, jsonb[], integer, timestamp with time zone, text[], text[], text, interval, text, jsonb, integer, bigint[], bigint)')
     ),
     'entrypoint text, payloads jsonb[], priority integer DEFAULT 0, '
     || 'run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, '
     || 'concurrency_keys text[] DEFAULT NULL::text[], dedupe_keys text[] DEFAULT NULL::text[], '
     || 'dedupe_scope text DEFAULT NULL::text, dedupe_window interval DEFAULT NULL::interval, '
     || 'dedupe_mode text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, '
-    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[]',
+    || 'max_attempts integer DEFAULT NULL::integer, depends_on bigint[] DEFAULT NULL::bigint[], '
+    || 'batch bigint DEFAULT NULL::bigint',
     'pgq.enqueue_batch arguments: names, types and defaults'
 );
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.batch(jsonb, jsonb, jsonb)')),
+    'on_finish jsonb DEFAULT NULL::jsonb, on_success jsonb DEFAULT NULL::jsonb, on_death jsonb DEFAULT NULL::jsonb',
+    'pgq.batch arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.batch_results(bigint)')),
+    'batch bigint',
+    'pgq.batch_results arguments: names, types and defaults'
+);
+SELECT function_returns('pgq', 'batch', ARRAY['jsonb', 'jsonb', 'jsonb'], 'bigint', 'pgq.batch returns bigint');
+SELECT function_returns(
+    'pgq', 'batch_results', ARRAY['bigint'], 'setof record', 'pgq.batch_results returns a set of rows'
+);
+SELECT is_definer('pgq', 'batch', ARRAY['jsonb', 'jsonb', 'jsonb'], 'pgq.batch is SECURITY DEFINER');
+SELECT is_definer('pgq', 'batch_results', ARRAY['bigint'], 'pgq.batch_results is SECURITY DEFINER');
+SELECT function_privs_are('pgq', 'batch', ARRAY['jsonb', 'jsonb', 'jsonb'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.batch');
+SELECT function_privs_are('pgq', 'batch', ARRAY['jsonb', 'jsonb', 'jsonb'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.batch');
+SELECT function_privs_are('pgq', 'batch', ARRAY['jsonb', 'jsonb', 'jsonb'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.batch');
+SELECT function_privs_are('pgq', 'batch', ARRAY['jsonb', 'jsonb', 'jsonb'], 'public', ARRAY[]::name[], 'public cannot execute pgq.batch');
+SELECT function_privs_are('pgq', 'batch_results', ARRAY['bigint'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.batch_results');
+SELECT function_privs_are('pgq', 'batch_results', ARRAY['bigint'], 'pgq_worker', ARRAY['EXECUTE'], 'pgq_worker can execute pgq.batch_results');
+SELECT function_privs_are('pgq', 'batch_results', ARRAY['bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.batch_results');
+SELECT function_privs_are('pgq', 'batch_results', ARRAY['bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.batch_results');
 SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.enqueue_trigger()')),
     '',
@@ -239,7 +264,7 @@ SELECT function_returns(
 SELECT function_returns('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'setof bigint', 'pgq.complete returns setof bigint');
 SELECT function_returns('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'void', 'pgq.configure returns void');
 SELECT function_returns('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'bigint', 'pgq.enqueue returns bigint');
-SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
+SELECT function_returns('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]', 'bigint'], 'setof bigint', 'pgq.enqueue_batch returns setof bigint');
 SELECT function_returns('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'record', 'pgq.enqueue_job returns record (one row: id, created, replaced)');
 SELECT function_returns('pgq', 'enqueue_trigger', ARRAY[]::name[], 'trigger', 'pgq.enqueue_trigger returns trigger');
 SELECT function_returns('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'text', 'pgq.fail returns text');
@@ -372,7 +397,7 @@ SELECT is_definer('pgq', 'claim_v3', ARRAY['uuid', 'text[]', 'integer'], 'pgq.cl
 SELECT is_definer('pgq', 'complete', ARRAY['uuid', 'bigint[]', 'jsonb[]', 'integer[]'], 'pgq.complete is SECURITY DEFINER');
 SELECT is_definer('pgq', 'configure', ARRAY['text', 'integer', 'interval', 'interval', 'interval', 'interval', 'integer', 'numeric', 'interval', 'integer', 'integer', 'integer', 'boolean'], 'pgq.configure is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue is SECURITY DEFINER');
-SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq.enqueue_batch is SECURITY DEFINER');
+SELECT is_definer('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]', 'bigint'], 'pgq.enqueue_batch is SECURITY DEFINER');
 SELECT is_definer('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq.enqueue_job is SECURITY DEFINER');
 SELECT isnt_definer('pgq', 'enqueue_trigger', ARRAY[]::name[], 'pgq.enqueue_trigger runs as the writer (SECURITY INVOKER)');
 SELECT is_definer('pgq', 'fail', ARRAY['uuid', 'bigint', 'text', 'interval', 'integer'], 'pgq.fail is SECURITY DEFINER');
@@ -533,10 +558,10 @@ SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 't
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue');
 SELECT function_privs_are('pgq', 'enqueue', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
-SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]', 'bigint'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]', 'bigint'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]', 'bigint'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_batch');
+SELECT function_privs_are('pgq', 'enqueue_batch', ARRAY['text', 'jsonb[]', 'integer', 'timestamp with time zone', 'text[]', 'text[]', 'text', 'interval', 'text', 'jsonb', 'integer', 'bigint[]', 'bigint'], 'public', ARRAY[]::name[], 'public cannot execute pgq.enqueue_batch');
 SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_producer', ARRAY['EXECUTE'], 'pgq_producer can execute pgq.enqueue_job');
 SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.enqueue_job');
 SELECT function_privs_are('pgq', 'enqueue_job', ARRAY['text', 'jsonb', 'integer', 'timestamp with time zone', 'text', 'jsonb', 'integer', 'bigint[]', 'text', 'text', 'interval', 'text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.enqueue_job');

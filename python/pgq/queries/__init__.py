@@ -6,7 +6,7 @@ Calls, on their own connection or the caller's (`conn=`), so the sync and async 
 cannot drift apart.
 
 By area: call (Call, the prepare policy, errors, the pieces of every statement), producing
-(enqueue), following (a job's status, story, results; wait's channels), admin (settling,
+(enqueue), batches, following (a job's status, story, results; wait's channels), admin (settling,
 administration, periodic jobs), views. The clients use them through this package
 (`from pgq import queries as q`), so that a test may replace one name here.
 """
@@ -29,6 +29,7 @@ from .admin import (
     snooze,
     unschedule,
 )
+from .batches import Callback, batch, batch_results
 from .call import (
     BACKEND_PID,
     INTERVAL_CHECK,
@@ -70,6 +71,9 @@ __all__ = [
     "PROGRESS_CHANNEL",
     "STATEMENT_LOST",
     "Call",
+    "Callback",
+    "batch",
+    "batch_results",
     "cancel",
     "check_aware",
     "check_timeout",

@@ -125,7 +125,47 @@ def enqueue_batch(
     headers: dict[str, Any] | None = None,
     max_attempts: int | None = None,
     depends_on: Iterable[int] | None = None,
+    batch: int | None = None,
 ) -> Call:
+    query, params, checks = enqueue_batch_select(
+        entrypoint,
+        payloads,
+        "%(batch)s::bigint" if batch is not None else None,
+        priority=priority,
+        run_at=run_at,
+        concurrency_keys=concurrency_keys,
+        dedupe_keys=dedupe_keys,
+        dedupe_scope=dedupe_scope,
+        dedupe_window=dedupe_window,
+        dedupe_mode=dedupe_mode,
+        headers=headers,
+        max_attempts=max_attempts,
+        depends_on=depends_on,
+    )
+    if batch is not None:
+        params["batch"] = batch
+    return Call(query, params, shape="column", convert=lambda ids: [int(i) for i in ids], intervals=checks)
+
+
+def enqueue_batch_select(
+    entrypoint: str,
+    payloads: Iterable[Any],
+    batch_sql: str | None,
+    *,
+    priority: int,
+    run_at: datetime | timedelta | None,
+    concurrency_keys: Sequence[str | None] | None = None,
+    dedupe_keys: Sequence[str | None] | None = None,
+    dedupe_scope: str | None = None,
+    dedupe_window: IntervalArg = None,
+    dedupe_mode: str | None = None,
+    headers: dict[str, Any] | None = None,
+    max_attempts: int | None = None,
+    depends_on: Iterable[int] | None = None,
+) -> tuple[str, dict[str, Any], tuple[tuple[str, str], ...]]:
+    """The statement `SELECT id FROM pgq.enqueue_batch(...)`, its parameters and interval
+    checks; batch_sql: the SQL of its batch argument (a parameter, or a subquery when
+    pgq.batch opens the batch in the same statement), None for none."""
     run_at_sql, run_at_value = _run_at(run_at)
     options, checks = _dedupe_options(dedupe_scope, dedupe_window, dedupe_mode)
     optional, optional_params = named_args(
@@ -153,6 +193,7 @@ def enqueue_batch(
         " ORDER BY c.n, e.m),"
         f" priority => %(priority)s::integer, run_at => {run_at_sql}"
         + (", " + optional if optional else "")
+        + (f", batch => {batch_sql}" if batch_sql else "")
         + ") AS id"
     )
     items = list(payloads)
@@ -163,4 +204,4 @@ def enqueue_batch(
         "run_at": run_at_value,
         **optional_params,
     }
-    return Call(query, params, shape="column", convert=lambda ids: [int(i) for i in ids], intervals=checks)
+    return query, params, checks

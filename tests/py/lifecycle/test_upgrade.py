@@ -198,6 +198,8 @@ def test_stale_views_functions_and_triggers_go_the_codes_trigger_stays(fresh_db:
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'pgq._jobs'::regclass AND NOT tgisinternal"
         ).fetchall()
     assert sorted(triggers) == [
+        ("_jobs_batch_dead_trg",),
+        ("_jobs_batch_end_trg",),
         ("_jobs_check_waiting",),
         ("_jobs_dead_trg",),
         ("_jobs_finished_trg",),
