@@ -140,6 +140,9 @@ def test_three_workers_drain_interleaved_batches_each_callback_once(
         what="both batches to finish",
     )
     print(f"3 workers drained 1,200 members of two batches in {time.monotonic() - started:.2f} s")
+    # A loaded machine can drain the batches before a worker finished starting: a SIGTERM
+    # then ends it before its handlers are in place (exit -15). Registered workers have them.
+    wait_until(lambda: scalar(dsn, "SELECT count(*) FROM pgq._workers") == 3, timeout=60, what="3 workers")
     assert [w.terminate() for w in workers] == [0, 0, 0]
     for batch, total in ((big, 1000), (small, 200)):
         got = callbacks(conn, batch)
