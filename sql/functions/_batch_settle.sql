@@ -14,10 +14,14 @@
 -- Counts move by the change of each member's fate, so a member counted dead and then
 -- discarded is counted once, and a retried one leaves the dead count. Then the callbacks
 -- that became due are enqueued (pgq._batch_callback), each once: its job id is kept.
+-- SECURITY DEFINER, as pgq._check_waiting: a deferred trigger fires at COMMIT, outside any
+-- pgq function, as the committing role (a producer's, a worker's), which may not read the
+-- batch tables; it needs the owner's rights.
 CREATE OR REPLACE FUNCTION pgq._batch_settle()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 AS $$

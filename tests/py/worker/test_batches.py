@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import pgq
 from support.hooks import HOOK, hook
@@ -297,3 +299,45 @@ def test_every_way_a_member_ends_is_counted_once(conn: psycopg.Connection, dsn: 
         "dead": 3,
         "canceled": 5,
     }
+
+
+def test_members_end_and_callbacks_fire_under_the_pgq_roles(conn: psycopg.Connection, dsn: str) -> None:
+    """The count is taken at commit, by a deferred trigger: it must work whoever commits.
+    A producer role opens a batch, a worker role completes and fails its members, an admin
+    role retries and cancels; each commit counts, and the producer reads the results."""
+    tag = uuid.uuid4().hex[:10]
+    names = {group: f"b_{group}_{tag}" for group in ("pgq_producer", "pgq_worker", "pgq_admin")}
+    for group, name in names.items():
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(group))
+        )
+    try:
+        role_dsn = {group: psycopg.conninfo.make_conninfo(dsn, user=name) for group, name in names.items()}
+        with pgq.Client(role_dsn["pgq_producer"]) as producer:
+            opened = producer.batch(
+                "b_roles", [{}, {}, {}], on_finish="b_finish", on_death="b_death", max_attempts=1
+            )
+            with psycopg.connect(role_dsn["pgq_worker"], autocommit=True) as w:
+                wid = w.execute("SELECT pgq.register_worker('w', ARRAY['b_roles'])").fetchone()[0]
+                assert (
+                    len(w.execute("SELECT * FROM pgq.claim(%s, ARRAY['b_roles'], 3)", (wid,)).fetchall()) == 3
+                )
+                w.execute("SELECT pgq.complete(%s, %s)", (wid, opened.job_ids[:1]))
+                for job in opened.job_ids[1:]:
+                    w.execute("SELECT pgq.fail(%s, %s, 'boom')", (wid, job))
+            with psycopg.connect(role_dsn["pgq_admin"], autocommit=True) as a:
+                a.execute("SELECT pgq.retry(%s)", (opened.job_ids[1:],))
+                a.execute("SELECT pgq.cancel(%s)", (opened.job_ids[1:],))
+            assert [m.status for m in producer.batch_results(opened.id)] == [
+                "succeeded",
+                "canceled",
+                "canceled",
+            ]
+        got = callbacks(conn, opened.id)
+        assert {event: len(jobs) for event, jobs in got.items()} == {"death": 1, "finish": 1}
+        # on_finish came with the second death (every member had ended once), before the retries.
+        assert (got["finish"][0]["succeeded"], got["finish"][0]["dead"]) == (1, 2)
+    finally:
+        for name in names.values():
+            conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
