@@ -132,9 +132,17 @@ SELECT throws_ok(
 
 -- SET CONSTRAINTS ALL IMMEDIATE (in force here) does not settle a batch while its opening
 -- transaction may still add members: it would finish empty, at pgq.batch's own statement.
-INSERT INTO t_id SELECT 'early', pgq.batch(on_finish => '"early_finish"', on_success => '"early_success"');
-INSERT INTO t_id SELECT 'e' || e.ord, e.id
-FROM pgq.enqueue_batch('part', ARRAY['{}', '{}']::jsonb[], batch => pg_temp.id('early')) WITH ORDINALITY AS e (id, ord);
+INSERT INTO t_id
+SELECT
+    'early' AS label,
+    pgq.batch(on_finish => '"early_finish"', on_success => '"early_success"') AS id;
+INSERT INTO t_id
+SELECT
+    'e' || e.ord AS label,
+    e.id
+FROM
+    pgq.enqueue_batch('part', ARRAY['{}', '{}']::jsonb[], batch => pg_temp.id('early'))
+    WITH ORDINALITY AS e (id, ord);
 SELECT is(pgq.cancel(ARRAY[pg_temp.id('e1')]), 1, 'a member of the open batch is canceled');
 SET CONSTRAINTS ALL IMMEDIATE;
 SELECT is(
