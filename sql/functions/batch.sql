@@ -30,14 +30,14 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_id bigint;
+    v_on_finish jsonb := pgq._check_callback('on_finish', batch.on_finish);
+    v_on_success jsonb := pgq._check_callback('on_success', batch.on_success);
+    v_on_death jsonb := pgq._check_callback('on_death', batch.on_death);
 BEGIN
+    -- After the checks: a call that raises leaves the transaction's settings as they were.
     SET CONSTRAINTS pgq._batches_settle_trg, pgq._batch_members_settle_trg DEFERRED;
     INSERT INTO pgq._batches AS b (on_finish, on_success, on_death)
-    VALUES (
-        pgq._check_callback('on_finish', batch.on_finish),
-        pgq._check_callback('on_success', batch.on_success),
-        pgq._check_callback('on_death', batch.on_death)
-    )
+    VALUES (v_on_finish, v_on_success, v_on_death)
     RETURNING b.id INTO v_id;
     RETURN v_id;
 END
