@@ -341,3 +341,23 @@ def test_members_end_and_callbacks_fire_under_the_pgq_roles(conn: psycopg.Connec
         for name in names.values():
             conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def test_ending_a_member_and_waiting_on_another_does_not_deadlock(conn: psycopg.Connection, dsn: str) -> None:
+    """A transaction that ends one member and enqueues a job that depends on another member
+    (its commit-time check waits for that member's own completion) commits after it; both
+    are counted. The count must not hold the batch while that check waits: the other
+    completion's commit needs the batch."""
+    batch, (first, second) = open_batch(dsn, [("b_dl", 2)])
+    w = conn.execute("SELECT pgq.register_worker('w', ARRAY['b_dl'])").fetchone()[0]
+    assert len(conn.execute("SELECT * FROM pgq.claim(%s, ARRAY['b_dl'], 2)", (w,)).fetchall()) == 2
+    with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b, ThreadPoolExecutor(max_workers=1) as pool:
+        b.execute("SELECT pgq.complete(%s, ARRAY[%s]::bigint[])", (w, second))  # holds `second`
+        a.execute("SELECT pgq.complete(%s, ARRAY[%s]::bigint[])", (w, first))
+        a.execute("SELECT pgq.enqueue('b_next', depends_on => ARRAY[%s]::bigint[])", (second,))
+        commit = pool.submit(a.commit)
+        assert wait_until_waiting_on_lock(conn, a.info.backend_pid), "the commit did not wait for `second`"
+        b.commit()  # DeadlockDetected here (or in a.commit) while the count held the batch
+        commit.result(timeout=30)
+    assert {e: len(j) for e, j in callbacks(conn, batch).items()} == {"finish": 1, "success": 1}
+    assert scalar(dsn, "SELECT status FROM pgq.jobs WHERE entrypoint = 'b_next'") == "queued"
