@@ -45,8 +45,10 @@ BEGIN
         -- transaction; the calls in between return. So the commit-time checks of new
         -- waiting jobs (pgq._check_waiting) run first, and one that waits for another
         -- transaction's commit holds no batch that commit needs (else: a deadlock).
-        v_touched := new.batch_id || ':' || new.job_id;
-        IF coalesce(pg_catalog.current_setting('pgq.batch_settle', TRUE), '') = '' THEN
+        -- Keyed by the transaction: a value left by anyone else (SET pgq.batch_settle) is
+        -- no call queued by this commit.
+        v_touched := v_xact || ':' || new.batch_id || ':' || new.job_id;
+        IF coalesce(pg_catalog.current_setting('pgq.batch_settle', TRUE), '') NOT LIKE v_xact || ':%' THEN
             PERFORM pg_catalog.set_config('pgq.batch_settle', v_touched, TRUE);
             UPDATE pgq._batch_members AS m SET ended_xact = m.ended_xact
             WHERE m.batch_id = new.batch_id AND m.job_id = new.job_id AND m.ended_xact = v_xact;
