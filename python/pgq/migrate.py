@@ -33,7 +33,7 @@ from ._version import __version__
 from .cron import CRON_JOBS, CRON_LOG_JOB
 from .cron import job_name as _job_name
 from .errors import InstallMismatch, SchemaError, translate
-from .resources import Migration, code_files, migrations, schema_files, server_check_file
+from .resources import Migration, code_files, lock_key, migrations, schema_files, server_check_file
 
 __all__ = ["CRON_JOBS", "CRON_LOG_JOB", "_job_name", "install", "uninstall", "upgrade"]
 
@@ -42,8 +42,8 @@ log = logging.getLogger("pgq.migrate")
 # An upgrade's wait for its locks (_lock_schema), and how often it tries before it gives up.
 _LOCK_WAIT = "500ms"
 _LOCK_TRIES = 100
-# 'pgq' in ASCII, then 0 for schema changes (the sweep uses 1).
-_LOCK = (7366513, 0)
+# The schema lock (sql/functions/_lock_key.sql says what each of pgq's locks guards).
+_LOCK = lock_key("schema")
 _MARK = "pgq-sql job queue"
 # The roles of an install with the default prefix (pgq.roles.names(prefix) for another).
 ROLES = pgroles.names()

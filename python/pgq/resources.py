@@ -75,3 +75,24 @@ def code_files(root: Path | None = None) -> list[Path]:
         code / "reconcile.sql",
         code / "grants.sql",
     ]
+
+
+# A row of the lock tables of sql/functions/_lock_key.sql and _lock_id.sql.
+_LOCK_ROW = re.compile(r"^\s*WHEN '([a-z_]+)' THEN (\d+)$", re.MULTILINE)
+
+
+def _lock_table(name: str) -> dict[str, int]:
+    return {n: int(v) for n, v in _LOCK_ROW.findall((sql_root() / "sql" / "functions" / name).read_text())}
+
+
+def lock_class(name: str) -> int:
+    """The first key of pgq's advisory lock `name` (pgq._lock_key in SQL): read from the SQL
+    that defines it, so that its numbers are written once (the install's lock is taken
+    before schema pgq exists, so Python cannot ask the function)."""
+    return _lock_table("_lock_key.sql")[name]
+
+
+def lock_key(name: str) -> tuple[int, int]:
+    """Both keys of pgq's advisory lock `name`, for the locks with a fixed second key
+    (pgq._lock_id): the arguments of pg_advisory_lock(integer, integer)."""
+    return lock_class(name), _lock_table("_lock_id.sql")[name]

@@ -1,0 +1,47 @@
+"""The SQL tree as a contract a maintainer can hold: pgq's advisory locks have their numbers
+written in one place (sql/functions/_lock_key.sql, _lock_id.sql), which Python reads too.
+
+Reads the source: no database, no processes (tests/sql/locks.sql checks the functions).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pgq import resources
+
+ROOT = Path(__file__).resolve().parents[2]
+# The numbers of pgq's advisory locks as 0.1.0 and 0.2.0 hold them (literals in their
+# functions and pgq.migrate); their workers run against every later schema, so a later
+# release must take the very same locks.
+RELEASED_LOCKS = {"schema": (7366513, 0), "sweep": (7366513, 1), "prune": (7366513, 2)}
+MARK_LOCK_CLASS = 7366514
+LOCK_FILES = {ROOT / "sql" / "functions" / "_lock_key.sql", ROOT / "sql" / "functions" / "_lock_id.sql"}
+
+
+def _sources() -> list[Path]:
+    """Every file of the current code that could take a lock: sql/ (but the frozen
+    release), the migrations, the package."""
+    found = [p for p in (ROOT / "sql").rglob("*.sql") if "releases" not in p.parts]
+    found += sorted((ROOT / "migrations").glob("*.sql"))
+    found += sorted((ROOT / "python" / "pgq").rglob("*.py"))
+    return found
+
+
+def test_lock_numbers_are_written_once() -> None:
+    bare = re.compile(r"\b736651[34]\b")
+    offenders = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in _sources()
+        if p not in LOCK_FILES
+        for n, line in enumerate(p.read_text().splitlines(), start=1)
+        if bare.search(line)
+    ]
+    assert offenders == [], f"advisory lock numbers outside sql/functions/_lock_key.sql: {offenders}"
+
+
+def test_python_reads_the_released_lock_numbers() -> None:
+    for name, key in RELEASED_LOCKS.items():
+        assert resources.lock_key(name) == key, name
+    assert resources.lock_class("mark") == MARK_LOCK_CLASS
