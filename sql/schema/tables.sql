@@ -283,7 +283,7 @@ INSERT INTO pgq._install DEFAULT VALUES;
 -- Finished jobs counted since the install (or the upgrade that added this table), for
 -- monitoring: cumulative counters that any reader, at any time, finds the same and never
 -- lower (pgq.outcome_totals; the dashboard's /metrics as *_total). Kept by a statement
--- trigger on pgq._outcomes (pgq._count_outcomes): one row per entrypoint, outcome and shard
+-- trigger on pgq._outcomes (pgq._trg_count_outcomes): one row per entrypoint, outcome and shard
 -- is updated per statement that writes outcomes, so a batch of completions costs one
 -- update per entrypoint and outcome, not one per job. shard: the writing backend's pid
 -- modulo 16, so that workers completing jobs of one entrypoint at the same time mostly

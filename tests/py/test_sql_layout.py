@@ -45,3 +45,24 @@ def test_python_reads_the_released_lock_numbers() -> None:
     for name, key in RELEASED_LOCKS.items():
         assert resources.lock_key(name) == key, name
     assert resources.lock_class("mark") == MARK_LOCK_CLASS
+
+
+# --- trigger functions are named as triggers ---------------------------------------------
+
+# The public trigger function (DESIGN.md: its name is fixed).
+PUBLIC_TRIGGERS = {"enqueue_trigger"}
+_FUNCTION = re.compile(r"CREATE OR REPLACE FUNCTION pgq\.(\w+)\((.*?)\)\s*RETURNS (\w+)", re.DOTALL)
+
+
+def test_trigger_functions_are_named_as_triggers() -> None:
+    """An internal trigger function is pgq._trg_<what it keeps>: it cannot be mistaken for a
+    helper that a function calls (pgq._check_waiting read as one of the _check_* validators),
+    and no other function takes the prefix."""
+    found = {}
+    for path in sorted((ROOT / "sql" / "functions").glob("*.sql")):
+        for name, _args, returns in _FUNCTION.findall(path.read_text()):
+            found[name] = returns.lower()
+    triggers = {n for n, r in found.items() if r == "trigger"} - PUBLIC_TRIGGERS
+    assert triggers, "no trigger function found: the pattern is broken"
+    assert sorted(n for n in triggers if not n.startswith("_trg_")) == []
+    assert sorted(n for n, r in found.items() if n.startswith("_trg_") and r != "trigger") == []
