@@ -48,6 +48,31 @@ def migrations(root: Path | None = None) -> list[Migration]:
     return found
 
 
+def install_list(root: Path | None = None) -> dict[str, list[Path]] | None:
+    """The sections of sql/install.list (first, schema, code), each its files in order; None
+    for a tree without it (a release older than the list, frozen by scripts/freeze.sh)."""
+    code = (root or sql_root()) / "sql"
+    manifest = code / "install.list"
+    if not manifest.is_file():
+        return None
+    sections: dict[str, list[Path]] = {}
+    files: list[Path] | None = None
+    for number, raw in enumerate(manifest.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            files = sections.setdefault(line[1:-1], [])
+        elif files is None:
+            raise ValueError(f"sql/install.list:{number}: {line!r} comes before any [section]")
+        else:
+            files.append(code / line)
+    missing = {"first", "schema", "code"} - sections.keys()
+    if missing:
+        raise ValueError(f"sql/install.list lacks the sections {sorted(missing)}")
+    return sections
+
+
 def server_check_file(root: Path | None = None) -> Path:
     """The refusal of servers older than PostgreSQL 14 (PQ011): the first SQL of every
     install path, before anything changes."""
@@ -56,14 +81,21 @@ def server_check_file(root: Path | None = None) -> Path:
 
 def schema_files(root: Path | None = None) -> list[Path]:
     """The current table layout (a fresh install runs these instead of the migrations),
-    after the server check."""
+    after the server check: sql/install.list's [first] and [schema]."""
+    listed = install_list(root)
+    if listed is not None:
+        return [*listed["first"], *listed["schema"]]
     return [server_check_file(root), *sorted(((root or sql_root()) / "sql" / "schema").glob("*.sql"))]
 
 
 def code_files(root: Path | None = None) -> list[Path]:
     """The server check, roles, functions, views, setup, reconcile (drop what the code no
-    longer defines, hand everything to pgq_owner) and grants: re-applied on every install
-    and upgrade."""
+    longer defines, hand everything to pgq_owner) and grants, re-applied on every install
+    and upgrade: sql/install.list's [first] and [code]."""
+    listed = install_list(root)
+    if listed is not None:
+        return [*listed["first"], *listed["code"]]
+    # A tree older than the list: the order those releases installed in.
     top = root or sql_root()
     code = top / "sql"
     return [

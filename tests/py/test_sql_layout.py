@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgq import resources
+from pgq import resources, scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 # The numbers of pgq's advisory locks as 0.1.0 and 0.2.0 hold them (literals in their
@@ -66,3 +66,34 @@ def test_trigger_functions_are_named_as_triggers() -> None:
     assert triggers, "no trigger function found: the pattern is broken"
     assert sorted(n for n in triggers if not n.startswith("_trg_")) == []
     assert sorted(n for n, r in found.items() if n.startswith("_trg_") and r != "trigger") == []
+
+
+# --- one explicit install order ----------------------------------------------------------
+
+
+def test_every_sql_file_is_in_the_install_list_once() -> None:
+    """sql/install.list is the install order of every path (pgq.resources reads it): a file
+    missing from it would never be installed, one listed twice would run twice."""
+    sql = ROOT / "sql"
+    sections = resources.install_list(ROOT)
+    assert sections is not None, "sql/install.list is missing"
+    listed = [p.relative_to(sql).as_posix() for files in sections.values() for p in files]
+    on_disk = sorted(p.relative_to(sql).as_posix() for p in sql.rglob("*.sql") if "releases" not in p.parts)
+    twice = sorted({f for f in listed if listed.count(f) > 1})
+    assert twice == [], f"listed more than once in sql/install.list: {twice}"
+    assert sorted(set(on_disk) - set(listed)) == [], "SQL files missing from sql/install.list"
+    assert sorted(set(listed) - set(on_disk)) == [], "sql/install.list names files that do not exist"
+    assert [p.name for p in sections["first"]] == ["require_server.sql"]
+
+
+def test_the_install_paths_follow_the_list() -> None:
+    sections = resources.install_list(ROOT)
+    assert sections is not None
+    assert resources.schema_files(ROOT) == [*sections["first"], *sections["schema"]]
+    assert resources.code_files(ROOT) == [*sections["first"], *sections["code"]]
+    # The order is the list's, not the files' names: the last three run after every view.
+    assert [p.name for p in resources.code_files(ROOT)[-3:]] == ["setup.sql", "reconcile.sql", "grants.sql"]
+    # pgq sql install (and the extension, made of the same body) runs the files in that order.
+    headers = re.findall(r"^-- ==== (sql/\S+) ====$", scripts.install_body(), re.MULTILINE)
+    expected = [*sections["first"], *sections["schema"], *sections["first"], *sections["code"]]
+    assert headers == [p.relative_to(ROOT).as_posix() for p in expected]
