@@ -452,7 +452,7 @@ SELECT is_empty(
         FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = 'pgq'::regnamespace AND p.proname LIKE '\_%' AND p.prosecdef
           -- A deferred trigger fires at COMMIT as the producer's role: it needs the owner's.
-          AND p.oid <> 'pgq._check_waiting()'::regprocedure
+          AND p.oid <> 'pgq._trg_check_waiting()'::regprocedure
           -- pgq.queues's counts: its readers may not read pgq._jobs or its statistics.
           AND p.oid <> 'pgq._queue_counts(integer)'::regprocedure
     $$,

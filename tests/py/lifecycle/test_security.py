@@ -170,7 +170,7 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     # producer, at COMMIT, outside any pgq function) and the counts of pgq.queues (its readers
     # may not read pgq._jobs).
     assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {
-        "_check_waiting",
+        "_trg_check_waiting",
         "_queue_counts",
     }
     assert {r[4] for r in rows if not r[1] and not r[4].startswith("_")} == INVOKER_FUNCTIONS
@@ -187,7 +187,7 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     # by no role: a trigger needs no EXECUTE when it fires) and the counts of pgq.queues
     # (executable by its readers only, INTERNAL_FUNCTIONS).
     helpers = sorted(r[0] for r in rows if r[1] and r[0].startswith("pgq._"))
-    assert helpers == ["pgq._check_waiting()", "pgq._queue_counts(integer)"], (
+    assert helpers == ["pgq._queue_counts(integer)", "pgq._trg_check_waiting()"], (
         f"internal SECURITY DEFINER functions: {helpers}"
     )
 

@@ -1,5 +1,5 @@
--- pgq._batch_settle(): deferred constraint trigger (sql/setup.sql) on pgq._batch_members
--- (a member marked by pgq._batch_member_ended) and on pgq._batches (a batch opened): runs at
+-- pgq._trg_batch_settle(): deferred constraint trigger (sql/setup.sql) on pgq._batch_members
+-- (a member marked by pgq._trg_batch_member_ended) and on pgq._batches (a batch opened): runs at
 -- the commit of the transaction. Its first call takes in every member this transaction
 -- marked; later calls of the same commit find none left. Exactly once: the batches are
 -- locked (FOR UPDATE, in id order, so that two commits settling members of the same
@@ -14,7 +14,7 @@
 -- Counts move by the change of each member's fate, so a member counted dead and then
 -- discarded is counted once, and a retried one leaves the dead count. Then the callbacks
 -- that became due are enqueued (pgq._batch_callback), each once: its job id is kept.
-CREATE OR REPLACE FUNCTION pgq._batch_settle()
+CREATE OR REPLACE FUNCTION pgq._trg_batch_settle()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
@@ -92,5 +92,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq._batch_settle() IS
+COMMENT ON FUNCTION pgq._trg_batch_settle() IS
 'Internal: at commit, counts the batch members this transaction ended and enqueues the callbacks that became due.';
