@@ -46,7 +46,7 @@ from .preflight import (
     refuse_extension,
     role_prefix,
 )
-from .resources import Migration, code_files, migrations, schema_files
+from .resources import Migration, code_files, lock_key, migrations, schema_files
 
 __all__ = [
     "CRON_JOBS",
@@ -65,8 +65,8 @@ log = logging.getLogger("pgq.migrate")
 # An upgrade's wait for its locks (_lock_schema), and how often it tries before it gives up.
 _LOCK_WAIT = "500ms"
 _LOCK_TRIES = 100
-# 'pgq' in ASCII, then 0 for schema changes (the sweep uses 1).
-_LOCK = (7366513, 0)
+# The schema lock (sql/functions/_lock_key.sql says what each of pgq's locks guards).
+_LOCK = lock_key("schema")
 # The roles of an install with the default prefix (pgq.roles.names(prefix) for another).
 ROLES = pgroles.names()
 

@@ -1,5 +1,5 @@
 -- pgq._batch_callback(batch, callback, event): enqueue one callback of a batch (called by
--- pgq._batch_settle, under the batch's row lock). The job runs callback's entrypoint with
+-- pgq._trg_batch_settle, under the batch's row lock). The job runs callback's entrypoint with
 -- its payload plus "batch": {id, event, total, succeeded, dead, canceled}, its priority,
 -- headers and max_attempts, as the batch's producer (enqueued_by): the producer may read
 -- it, and its handler may read pgq.batch_results while it holds it. It is in no batch.

@@ -1,7 +1,7 @@
 -- pgq._dependencies(depends_on): what a new job would wait for, as of now. Locks nothing:
 -- a producer may hold its transaction open for long, and the jobs it waits for must go on
 -- being claimed and completed meanwhile. One of them may therefore end before the new job
--- is visible to it; pgq._check_waiting, run when the producer commits, settles that case.
+-- is visible to it; pgq._trg_check_waiting, run when the producer commits, settles that case.
 -- Returns waits_for (the live, not dead, dependencies; NULL when none) and failed (why the
 -- job cannot run: a dependency that is dead or ended canceled; NULL when none).
 -- Raises PQ001 for NULL elements, too many ids, or an id that is neither live nor logged.

@@ -31,7 +31,7 @@ BEGIN
         IF EXISTS (SELECT 1 FROM pgq._queues AS q WHERE q.entrypoint = _lower_mark.entrypoint AND q.keyed) THEN
             RETURN;
         END IF;
-    ELSIF pg_try_advisory_xact_lock_shared(7366514, hashtext(_lower_mark.entrypoint))
+    ELSIF pg_try_advisory_xact_lock_shared(pgq._lock_key('mark'), hashtext(_lower_mark.entrypoint))
           OR pgq._mark_lock_shared(_lower_mark.entrypoint) THEN
         SELECT m.neg_priority, m.run_at, m.id INTO v_mark
         FROM pgq._marks AS m WHERE m.entrypoint = _lower_mark.entrypoint;

@@ -13,7 +13,7 @@ SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '50ms'
 AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(7366514, hashtext(_mark_lock_shared.entrypoint));
+    PERFORM pg_advisory_xact_lock_shared(pgq._lock_key('mark'), hashtext(_mark_lock_shared.entrypoint));
     RETURN TRUE;
 EXCEPTION WHEN lock_not_available THEN
     RETURN FALSE;

@@ -35,7 +35,7 @@ DECLARE
     v_trail timestamptz := clock_timestamp() - interval '1 second';
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed'
-       OR NOT pg_try_advisory_xact_lock(7366514, hashtext(_raise_mark.entrypoint)) THEN
+       OR NOT pg_try_advisory_xact_lock(pgq._lock_key('mark'), hashtext(_raise_mark.entrypoint)) THEN
         RETURN FALSE;
     END IF;
     -- The mark row is locked without waiting: a claim's pgq._verify_mark holds it until that

@@ -42,8 +42,8 @@ DECLARE
     v_batches integer := 0;
     v_n integer;
 BEGIN
-    -- Key: 'pgq' in ASCII, then 1 for the sweep.
-    IF NOT pg_try_advisory_xact_lock(7366513, 1) THEN
+    -- One sweep at a time (pgq._lock_key).
+    IF NOT pg_try_advisory_xact_lock(pgq._lock_key('sweep'), pgq._lock_id('sweep')) THEN
         RETURN 0;
     END IF;
 

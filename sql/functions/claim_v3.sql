@@ -185,20 +185,22 @@ BEGIN
     -- Three statements, each cached as one generic plan (PL/pgSQL would otherwise plan
     -- each call, a tenth of the claim's cost), so that each kind of claim initializes only
     -- the plan it needs (starting a plan costs in proportion to its nodes, on every call):
-    -- entrypoints without limits, keys or rates (most claims, and every idle poll); limits
-    -- without keyed jobs claimed (the same plan as before keys existed); keyed jobs chosen
-    -- by pgq._claim_keyed. Each must be good as a generic plan: the batch is updated by an
-    -- array (a join with the candidates turns into a hash join over the whole table when
-    -- the planner guesses the batch large). The first statement's array holds the ctids of
-    -- the rows it locked (a TID scan; the others walk the primary key with ids), which
-    -- saves a descent of the primary key per job, about 5% of the claim's server CPU: a
-    -- locked row cannot move, and a row that another transaction changed between this
-    -- statement's snapshot and the lock is not visible at its new ctid, so it is not
-    -- updated nor returned; it stays locked until this claim commits, then queued for the
-    -- next one. pgq._entrypoints_to_claim (inlined) says where each entrypoint's scan starts,
-    -- and which entrypoints have limits now: one that this call did not lock above (it
-    -- was paused, or had no limit or keyed job yet) gets nothing, so that a resume, a
-    -- configure or a first keyed job committed since cannot let it past its limits.
+    -- entrypoints without limits, keys or rates (most claims, and every idle poll: the
+    -- statement below); limits without keyed jobs claimed, and keyed jobs chosen by
+    -- pgq._claim_keyed (the two statements of pgq._claim_limited, a function of their own:
+    -- the call costs about 15 us, which the path without limits does not pay). Each must be
+    -- good as a generic plan: the batch is updated by an array (a join with the candidates
+    -- turns into a hash join over the whole table when the planner guesses the batch
+    -- large). The first statement's array holds the ctids of the rows it locked (a TID
+    -- scan; the others walk the primary key with ids), which saves a descent of the primary
+    -- key per job, about 5% of the claim's server CPU: a locked row cannot move, and a row
+    -- that another transaction changed between this statement's snapshot and the lock is
+    -- not visible at its new ctid, so it is not updated nor returned; it stays locked until
+    -- this claim commits, then queued for the next one. pgq._entrypoints_to_claim (inlined)
+    -- says where each entrypoint's scan starts, and which entrypoints have limits now: one
+    -- that this call did not lock above (it was paused, or had no limit or keyed job yet)
+    -- gets nothing, so that a resume, a configure or a first keyed job committed since
+    -- cannot let it past its limits.
     IF cardinality(v_limited) = 0 THEN
         RETURN QUERY
         WITH allowance AS (
@@ -233,123 +235,12 @@ BEGIN
         FROM claimed AS k
         JOIN allowance AS a ON a.ep = k.entrypoint
         ORDER BY k.priority DESC, k.run_at, k.id;
-    ELSIF cardinality(v_keyed_ids) = 0 THEN
-        RETURN QUERY
-        WITH allowance AS (
-            SELECT
-                s.*,
-                CASE WHEN s.ep = ANY (v_keyed) OR (s.limited AND l.ep IS NULL) THEN 0
-                     ELSE least(claim_v3.batch_size, coalesce(l.allowed, claim_v3.batch_size)) END AS n
-            FROM pgq._entrypoints_to_claim(entrypoints) AS s
-            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = s.ep
-        ),
-        candidates AS (
-            SELECT c.id
-            FROM allowance AS a
-            CROSS JOIN LATERAL (
-                SELECT j.id, j.priority, j.run_at
-                FROM pgq._jobs AS j
-                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
-                  AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
-                ORDER BY -j.priority::bigint, j.run_at, j.id
-                LIMIT a.n
-                FOR UPDATE SKIP LOCKED
-            ) AS c
-            ORDER BY c.priority DESC, c.run_at, c.id
-            LIMIT claim_v3.batch_size
-        ),
-        claimed AS (
-            UPDATE pgq._jobs AS j
-            SET status = 'running',
-                worker_id = claim_v3.worker_id,
-                deliveries = j.deliveries + 1,
-                -- A rate-limited job starts when its token was taken (the clock once the
-                -- entrypoint's lock was ours), not when this transaction began: a claim
-                -- that waited for the lock must not date its jobs before the last claim's.
-                started_at = CASE WHEN cardinality(v_rated) = 0 THEN now() ELSE coalesce(
-                    (SELECT t.stamp FROM unnest(v_rated, v_stamps) AS t (ep, stamp) WHERE t.ep = j.entrypoint),
-                    now()) END
-            WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
-            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                      j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key, j.delivery_reason
-        ),
-        -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
-        -- refilling from its last spend).
-        spent AS (
-            UPDATE pgq._queues AS q
-            SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
-            FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
-            JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
-                ON n.entrypoint = t.ep
-            WHERE q.entrypoint = t.ep
-        )
-        SELECT k.id, k.entrypoint, k.payload, k.headers, k.priority, k.attempt + 1, k.deliveries, k.enqueued_at,
-               k.run_at, coalesce(k.max_attempts, a.max_attempts), a.timeout, k.concurrency_key,
-               CASE WHEN k.deliveries = 1 THEN 'first' ELSE coalesce(k.delivery_reason, 'lost') END
-        FROM claimed AS k
-        JOIN allowance AS a ON a.ep = k.entrypoint
-        ORDER BY k.priority DESC, k.run_at, k.id;
     ELSE
         RETURN QUERY
-        WITH allowance AS (
-            SELECT
-                s.*,
-                CASE WHEN s.ep = ANY (v_keyed) OR (s.limited AND l.ep IS NULL) THEN 0
-                     ELSE least(claim_v3.batch_size, coalesce(l.allowed, claim_v3.batch_size)) END AS n
-            FROM pgq._entrypoints_to_claim(entrypoints) AS s
-            LEFT JOIN unnest(v_limited, v_allowed) AS l (ep, allowed) ON l.ep = s.ep
-        ),
-        candidates AS (
-            SELECT c.id, c.priority, c.run_at
-            FROM allowance AS a
-            CROSS JOIN LATERAL (
-                SELECT j.id, j.priority, j.run_at
-                FROM pgq._jobs AS j
-                WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
-                  AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
-                ORDER BY -j.priority::bigint, j.run_at, j.id
-                LIMIT a.n
-                FOR UPDATE SKIP LOCKED
-            ) AS c
-            UNION ALL
-            -- Chosen and locked by pgq._claim_keyed.
-            SELECT k.id, k.priority, k.run_at
-            FROM pgq._jobs AS k
-            WHERE k.id = ANY (v_keyed_ids)
-            ORDER BY 2 DESC, 3, 1
-            LIMIT claim_v3.batch_size
-        ),
-        claimed AS (
-            UPDATE pgq._jobs AS j
-            SET status = 'running',
-                worker_id = claim_v3.worker_id,
-                deliveries = j.deliveries + 1,
-                -- A rate-limited job starts when its token was taken (the clock once the
-                -- entrypoint's lock was ours), not when this transaction began: a claim
-                -- that waited for the lock must not date its jobs before the last claim's.
-                started_at = CASE WHEN cardinality(v_rated) = 0 THEN now() ELSE coalesce(
-                    (SELECT t.stamp FROM unnest(v_rated, v_stamps) AS t (ep, stamp) WHERE t.ep = j.entrypoint),
-                    now()) END
-            WHERE j.id = ANY (ARRAY(SELECT c.id FROM candidates AS c))
-            RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
-                      j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key, j.delivery_reason
-        ),
-        -- Rate limits: spend one token per job claimed (a bucket nothing was taken from keeps
-        -- refilling from its last spend).
-        spent AS (
-            UPDATE pgq._queues AS q
-            SET rate_tokens = t.tokens - n.claimed, rate_refilled_at = t.stamp
-            FROM unnest(v_rated, v_tokens, v_stamps) AS t (ep, tokens, stamp)
-            JOIN (SELECT k.entrypoint, count(*) AS claimed FROM claimed AS k GROUP BY k.entrypoint) AS n
-                ON n.entrypoint = t.ep
-            WHERE q.entrypoint = t.ep
-        )
-        SELECT k.id, k.entrypoint, k.payload, k.headers, k.priority, k.attempt + 1, k.deliveries, k.enqueued_at,
-               k.run_at, coalesce(k.max_attempts, a.max_attempts), a.timeout, k.concurrency_key,
-               CASE WHEN k.deliveries = 1 THEN 'first' ELSE coalesce(k.delivery_reason, 'lost') END
-        FROM claimed AS k
-        JOIN allowance AS a ON a.ep = k.entrypoint
-        ORDER BY k.priority DESC, k.run_at, k.id;
+        SELECT * FROM pgq._claim_limited(
+            claim_v3.worker_id, claim_v3.entrypoints, claim_v3.batch_size,
+            v_limited, v_allowed, v_keyed, v_keyed_ids, v_rated, v_tokens, v_stamps
+        );
     END IF;
 
     GET DIAGNOSTICS v_claimed = ROW_COUNT;

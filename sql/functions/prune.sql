@@ -34,8 +34,8 @@ DECLARE
     v_batches integer := 0;
     v_lock_timeout text := current_setting('lock_timeout');
 BEGIN
-    -- Key: 'pgq', then 2 for pruning.
-    IF NOT pg_try_advisory_xact_lock(7366513, 2) THEN
+    -- One prune at a time (pgq._lock_key).
+    IF NOT pg_try_advisory_xact_lock(pgq._lock_key('prune'), pgq._lock_id('prune')) THEN
         RETURN 0;
     END IF;
     INSERT INTO pgq._maintenance AS m (task, last_run) VALUES ('prune', now())

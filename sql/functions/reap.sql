@@ -33,7 +33,7 @@ BEGIN
     -- swept when this transaction holds the sweep lock (taking it again here is a no-op),
     -- and a concurrent sweep that holds the row holds that lock (a waiting record would
     -- fail a call under lock_timeout). Read first: no write when the row is fresh.
-    IF pg_try_advisory_xact_lock(7366513, 1) AND NOT EXISTS (
+    IF pg_try_advisory_xact_lock(pgq._lock_key('sweep'), pgq._lock_id('sweep')) AND NOT EXISTS (
         SELECT 1 FROM pgq._maintenance AS m
         WHERE m.task = 'reap' AND m.last_run > pg_catalog.now() - interval '1 second'
     ) THEN

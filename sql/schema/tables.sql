@@ -286,7 +286,7 @@ INSERT INTO pgq._install DEFAULT VALUES;
 -- Finished jobs counted since the install (or the upgrade that added this table), for
 -- monitoring: cumulative counters that any reader, at any time, finds the same and never
 -- lower (pgq.outcome_totals; the dashboard's /metrics as *_total). Kept by a statement
--- trigger on pgq._outcomes (pgq._count_outcomes): one row per entrypoint, outcome and shard
+-- trigger on pgq._outcomes (pgq._trg_count_outcomes): one row per entrypoint, outcome and shard
 -- is updated per statement that writes outcomes, so a batch of completions costs one
 -- update per entrypoint and outcome, not one per job. shard: the writing backend's pid
 -- modulo 16, so that workers completing jobs of one entrypoint at the same time mostly
@@ -305,7 +305,7 @@ CREATE TABLE pgq._outcome_counts (
 ) WITH (fillfactor = 50);
 
 -- Batches (pgq.batch): a set of jobs whose end enqueues callbacks. The counts are kept under
--- this row's lock by pgq._batch_settle, at the commit of each transaction that ended (or
+-- this row's lock by pgq._trg_batch_settle, at the commit of each transaction that ended (or
 -- revived) members, so each callback is enqueued exactly once: on_death at the first
 -- death, on_finish when every member has ended (the first time), on_success when every
 -- member has succeeded. A callback is {"entrypoint", "payload", "priority", "headers",
@@ -333,7 +333,7 @@ CREATE TABLE pgq._batches (
 -- The members of each batch, kept after they leave the hot table (pgq.batch_results).
 -- outcome: how the member's end was counted (succeeded, dead, canceled; NULL while live).
 -- ended_xact: set by the trigger of pgq._jobs in the transaction that ended or revived it,
--- cleared when pgq._batch_settle counts it at that transaction's commit.
+-- cleared when pgq._trg_batch_settle counts it at that transaction's commit.
 CREATE TABLE pgq._batch_members (
     batch_id bigint NOT NULL,
     job_id bigint NOT NULL,

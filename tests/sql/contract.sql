@@ -452,7 +452,7 @@ SELECT is_empty(
         FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = 'pgq'::regnamespace AND p.proname LIKE '\_%' AND p.prosecdef
           -- Deferred triggers fire at COMMIT as the committing role: they need the owner's.
-          AND p.oid NOT IN ('pgq._check_waiting()'::regprocedure, 'pgq._batch_settle()'::regprocedure)
+          AND p.oid NOT IN ('pgq._trg_check_waiting()'::regprocedure, 'pgq._trg_batch_settle()'::regprocedure)
           -- pgq.queues's counts: its readers may not read pgq._jobs or its statistics.
           AND p.oid <> 'pgq._queue_counts(integer)'::regprocedure
     $$,

@@ -29,8 +29,8 @@ SELECT is(
     1::bigint,
     'bad calls changed nothing'
 );
-SELECT trigger_is('pgq', '_jobs', '_jobs_finished_trg', 'pgq', '_notify_finished', 'deletions of watched jobs notify');
-SELECT trigger_is('pgq', '_jobs', '_jobs_dead_trg', 'pgq', '_notify_finished', 'watched jobs going dead notify');
+SELECT trigger_is('pgq', '_jobs', '_jobs_finished_trg', 'pgq', '_trg_notify_finished', 'deletions of watched jobs notify');
+SELECT trigger_is('pgq', '_jobs', '_jobs_dead_trg', 'pgq', '_trg_notify_finished', 'watched jobs going dead notify');
 
 SELECT * FROM finish();
 ROLLBACK;

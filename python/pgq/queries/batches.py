@@ -1,7 +1,7 @@
 """Batches (pgq.batch, pgq.batch_results): the calls that open a batch with its members and
 read its members' results.
 
-The rules live in SQL (sql/functions/batch.sql, _batch_settle.sql): a member's end is
+The rules live in SQL (sql/functions/batch.sql, _trg_batch_settle.sql): a member's end is
 counted at the commit that ends it, and each callback is enqueued once, by the database.
 Nothing here decides a batch's fate.
 """

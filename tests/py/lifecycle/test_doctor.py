@@ -179,7 +179,7 @@ def test_a_dead_worker_holding_jobs_and_a_job_past_its_timeout(installed: str) -
     ):
         # pg_cron's reap runs here every minute: holding its lock keeps it from releasing the
         # dead worker's job and failing the overdue one before the doctor looks.
-        sweeps.execute("SELECT pg_advisory_lock(7366513, 1)")
+        sweeps.execute("SELECT pg_advisory_lock(pgq._lock_key('sweep'), pgq._lock_id('sweep'))")
         c.execute("SELECT pgq.configure('doc', timeout => '1 minute', lease => '5 minutes')")
         c.execute("SELECT pgq.enqueue('doc'), pgq.enqueue('doc')")
         crashed = c.execute("SELECT pgq.register_worker('crashed', ARRAY['doc'])").fetchone()[0]

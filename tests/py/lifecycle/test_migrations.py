@@ -177,8 +177,14 @@ def test_schema_change_without_a_migration_is_detected(make_db, monkeypatch, tmp
     assert "not_in_any_migration" in schema_diff(fresh_dump, replayed_dump)
 
 
+# Migrations that change only what the code re-creates after every replay (functions,
+# triggers): a replay without one gives the same schema, so the test below skips them.
+CODE_ONLY_MIGRATIONS = {"trigger_names"}
+
+
 def test_dropping_the_last_migration_is_detected(make_db, monkeypatch) -> None:
-    """Replaying all but the last migration cannot reproduce the fresh schema.
+    """Replaying all but the last migration (that changes tables) cannot reproduce the fresh
+    schema.
 
     Either the replay fails (the current functions and views need the missing tables) or
     the dumps differ. Either way the comparison cannot pass.
@@ -190,8 +196,9 @@ def test_dropping_the_last_migration_is_detected(make_db, monkeypatch) -> None:
 
     real = pgq.resources.migrations()
     assert real
-    monkeypatch.setattr(pgq.resources, "migrations", lambda: real[:-1])
-    monkeypatch.setattr(migrate, "migrations", lambda: real[:-1])
+    last = max(i for i, m in enumerate(real) if m.name not in CODE_ONLY_MIGRATIONS)
+    monkeypatch.setattr(pgq.resources, "migrations", lambda: real[:last])
+    monkeypatch.setattr(migrate, "migrations", lambda: real[:last])
     try:
         migrate.replay_migrations(replayed)
     except psycopg.Error:

@@ -170,8 +170,8 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     # count of batch members: they fire at COMMIT as the committing role, outside any pgq
     # function) and the counts of pgq.queues (its readers may not read pgq._jobs).
     assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {
-        "_batch_settle",
-        "_check_waiting",
+        "_trg_batch_settle",
+        "_trg_check_waiting",
         "_queue_counts",
     }
     assert {r[4] for r in rows if not r[1] and not r[4].startswith("_")} == INVOKER_FUNCTIONS
@@ -188,7 +188,7 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     # by no role: a trigger needs no EXECUTE when it fires) and the counts of pgq.queues
     # (executable by its readers only, INTERNAL_FUNCTIONS).
     helpers = sorted(r[0] for r in rows if r[1] and r[0].startswith("pgq._"))
-    assert helpers == ["pgq._batch_settle()", "pgq._check_waiting()", "pgq._queue_counts(integer)"], (
+    assert helpers == ["pgq._queue_counts(integer)", "pgq._trg_batch_settle()", "pgq._trg_check_waiting()"], (
         f"internal SECURITY DEFINER functions: {helpers}"
     )
 

@@ -206,3 +206,56 @@ def test_stale_views_functions_and_triggers_go_the_codes_trigger_stays(fresh_db:
         ("_jobs_marks_insert_trg",),
         ("_jobs_marks_update_trg",),
     ]
+
+
+# The trigger functions under the names they had before migration trigger_names: those of
+# 0.2.0, and pgq._count_outcomes, which only unreleased 0.3.0 installs have (no fixture).
+OLD_TRIGGER_FUNCTIONS = {
+    "_trg_check_waiting": "_check_waiting",
+    "_trg_notify_finished": "_notify_finished",
+    "_trg_marks_inserted": "_marks_inserted",
+    "_trg_marks_updated": "_marks_updated",
+    "_trg_count_outcomes": "_count_outcomes",
+}
+
+
+def test_an_install_with_the_old_trigger_function_names_upgrades(make_db) -> None:  # noqa: F811
+    """An install from before migration trigger_names (rebuilt here from a current one: the
+    old functions, the triggers on them, the migration unrecorded) upgrades to exactly the
+    fresh schema: without the migration, sql/reconcile.sql cannot drop the old functions,
+    which the triggers still use, and the upgrade fails."""
+    old, fresh = make_db(), make_db()
+    migrate.install(fresh, cron=False)
+    expected = schema_dump(fresh)
+    migrate.install(old, cron=False)
+    with psycopg.connect(old) as c:
+        for new, previous in OLD_TRIGGER_FUNCTIONS.items():
+            source = c.execute("SELECT pg_get_functiondef(%s::regprocedure)", (f"pgq.{new}()",)).fetchone()[0]
+            c.execute(source.replace(f"pgq.{new}(", f"pgq.{previous}("))
+        triggers = c.execute(
+            "SELECT t.tgname, t.tgrelid::regclass::text, pg_get_triggerdef(t.oid), t.tgenabled = 'A'"
+            " FROM pg_trigger AS t JOIN pg_class AS r ON r.oid = t.tgrelid"
+            " WHERE r.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal"
+        ).fetchall()
+        # The triggers of the renamed functions (the batch triggers came after the rename).
+        triggers = [t for t in triggers if any(f"pgq.{new}(" in t[2] for new in OLD_TRIGGER_FUNCTIONS)]
+        assert len(triggers) == 6
+        for name, table, definition, always in triggers:
+            for new, previous in OLD_TRIGGER_FUNCTIONS.items():
+                definition = definition.replace(f"pgq.{new}(", f"pgq.{previous}(")
+            c.execute(f"DROP TRIGGER {name} ON {table}")
+            c.execute(definition)
+            if always:
+                c.execute(f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER {name}")
+        c.execute("DELETE FROM pgq._migrations WHERE name = 'trigger_names'")
+    migrate.upgrade(old, cron=False)
+    assert schema_dump(old) == expected
+    with psycopg.connect(old) as c:
+        functions = c.execute(
+            "SELECT DISTINCT t.tgfoid::regproc::text"
+            " FROM pg_trigger AS t JOIN pg_class AS r ON r.oid = t.tgrelid"
+            " WHERE r.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal ORDER BY 1"
+        ).fetchall()
+    names = {f[0] for f in functions}
+    assert {f"pgq.{n}" for n in OLD_TRIGGER_FUNCTIONS} <= names
+    assert names.isdisjoint(f"pgq.{n}" for n in OLD_TRIGGER_FUNCTIONS.values())

@@ -28,7 +28,7 @@ from support.plans import explain_nested, logged_plans, plan_nodes
 ROWS = 1_000_000
 ENTRYPOINTS = 100
 
-# The inner query of pgq.claim (sql/functions/claim.sql), for one entrypoint, from its claim
+# The inner query of pgq.claim_v3 (sql/functions/claim_v3.sql), for one entrypoint, from its claim
 # mark ($2, $3, $4; executed here from the front, as without a mark).
 CLAIM_QUERY = """
     SELECT id FROM pgq._jobs

@@ -2,7 +2,7 @@
 once, in the transaction that brings it about, however the members' ends interleave.
 
 The race that matters is forced, not hoped for: the last two members of a batch of 1,000
-end on two connections whose commits both reach pgq._batch_settle, held at a hook (hooks.py)
+end on two connections whose commits both reach pgq._trg_batch_settle, held at a hook (hooks.py)
 just before it locks the batch, and are let go together. Then three real `pgq worker`
 processes drain two batches whose members interleave (so that one completion call settles
 members of both, in either order) and every callback exists once.
@@ -67,7 +67,7 @@ def race_last_two(conn: psycopg.Connection, dsn: str, ends: list[str]) -> dict[s
     )
     done = conn.execute("SELECT count(*) FROM pgq.complete(%s, %s)", (w, ids[:998])).fetchone()[0]
     assert done == 998 and callbacks(conn, batch) == {}
-    original = hook(conn, "pgq._batch_settle()", "PERFORM 1 FROM pgq._batches")
+    original = hook(conn, "pgq._trg_batch_settle()", "PERFORM 1 FROM pgq._batches")
     conn.execute("SELECT pg_advisory_lock(%s)", (HOOK,))
     try:
         with (

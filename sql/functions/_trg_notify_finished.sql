@@ -1,9 +1,9 @@
--- pgq._notify_finished(): the trigger function that tells waiters a job has finished. A job
+-- pgq._trg_notify_finished(): the trigger function that tells waiters a job has finished. A job
 -- someone waits for (pgq.watch set `watched`) notifies channel pgq_finished, payload its
 -- id, when it leaves the hot table (succeeded, canceled, discarded) or goes dead. The WHEN
 -- clauses of its triggers (sql/setup.sql) look only at the row's own flag, so jobs nobody
 -- waits for never call this function and the functions that finish jobs stay as they are.
-CREATE OR REPLACE FUNCTION pgq._notify_finished()
+CREATE OR REPLACE FUNCTION pgq._trg_notify_finished()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE

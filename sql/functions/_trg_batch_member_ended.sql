@@ -1,12 +1,12 @@
--- pgq._batch_member_ended(): trigger after DELETE and after UPDATE OF status on pgq._jobs,
+-- pgq._trg_batch_member_ended(): trigger after DELETE and after UPDATE OF status on pgq._jobs,
 -- for members of a batch only (the WHEN clauses in sql/setup.sql test batch_id: jobs in no
 -- batch never call it). A member left the hot table (succeeded, canceled, discarded), went
 -- dead, or came back from dead (pgq.retry): its member row is marked with this transaction,
--- and pgq._batch_settle counts it at commit, when every statement of the transaction has
+-- and pgq._trg_batch_settle counts it at commit, when every statement of the transaction has
 -- run (the outcome of a job that left the table is in the log then, whatever the order of
 -- the function's statements). It reads nothing and locks no batch: members of one batch
 -- ending on many connections do not wait for each other here.
-CREATE OR REPLACE FUNCTION pgq._batch_member_ended()
+CREATE OR REPLACE FUNCTION pgq._trg_batch_member_ended()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
@@ -26,5 +26,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq._batch_member_ended() IS
-'Internal: trigger marking a batch member that ended or came back, for pgq._batch_settle at commit.';
+COMMENT ON FUNCTION pgq._trg_batch_member_ended() IS
+'Internal: trigger marking a batch member that ended or came back, for pgq._trg_batch_settle at commit.';

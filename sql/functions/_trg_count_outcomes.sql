@@ -1,4 +1,4 @@
--- pgq._count_outcomes(): statement trigger after INSERT on pgq._outcomes (see sql/setup.sql):
+-- pgq._trg_count_outcomes(): statement trigger after INSERT on pgq._outcomes (see sql/setup.sql):
 -- adds the statement's new outcomes to pgq._outcome_counts, one upsert per entrypoint and
 -- outcome of the statement (a pgq.complete of 100 jobs of one entrypoint: one row updated).
 -- The counted outcome: succeeded, failed (an attempt failed, the job will run again), dead
@@ -6,7 +6,7 @@
 -- job removed from the queue). The row is the writing backend's shard (pid modulo 16):
 -- workers on other connections update other rows, so they do not wait for each other's
 -- commit here.
-CREATE OR REPLACE FUNCTION pgq._count_outcomes()
+CREATE OR REPLACE FUNCTION pgq._trg_count_outcomes()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
@@ -37,5 +37,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq._count_outcomes() IS
+COMMENT ON FUNCTION pgq._trg_count_outcomes() IS
 'Internal: trigger adding new outcomes to the cumulative counts of pgq.outcome_totals.';

@@ -1,7 +1,7 @@
--- pgq._marks_inserted(): statement trigger after INSERT on pgq._jobs (see sql/setup.sql):
+-- pgq._trg_marks_inserted(): statement trigger after INSERT on pgq._jobs (see sql/setup.sql):
 -- the first new queued job of each entrypoint, in claim order, lowers its mark if needed.
 -- Once per statement, so an enqueue_batch of 1000 jobs pays for one check, not 1000.
-CREATE OR REPLACE FUNCTION pgq._marks_inserted()
+CREATE OR REPLACE FUNCTION pgq._trg_marks_inserted()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
@@ -22,5 +22,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq._marks_inserted() IS
+COMMENT ON FUNCTION pgq._trg_marks_inserted() IS
 'Internal: trigger keeping the claim marks below newly inserted queued jobs.';

@@ -1,5 +1,5 @@
--- pgq._batch_settle(): deferred constraint trigger (sql/setup.sql) on pgq._batch_members
--- (a member marked by pgq._batch_member_ended) and on pgq._batches (a batch opened): runs at
+-- pgq._trg_batch_settle(): deferred constraint trigger (sql/setup.sql) on pgq._batch_members
+-- (a member marked by pgq._trg_batch_member_ended) and on pgq._batches (a batch opened): runs at
 -- the commit of the transaction. The first call for a marked member queues one more call
 -- behind every deferred event of the transaction (see below) and the calls in between
 -- return; that last call takes in every member this transaction marked, and later calls of
@@ -16,10 +16,10 @@
 -- Counts move by the change of each member's fate, so a member counted dead and then
 -- discarded is counted once, and a retried one leaves the dead count. Then the callbacks
 -- that became due are enqueued (pgq._batch_callback), each once: its job id is kept.
--- SECURITY DEFINER, as pgq._check_waiting: a deferred trigger fires at COMMIT, outside any
+-- SECURITY DEFINER, as pgq._trg_check_waiting: a deferred trigger fires at COMMIT, outside any
 -- pgq function, as the committing role (a producer's, a worker's), which may not read the
 -- batch tables; it needs the owner's rights.
-CREATE OR REPLACE FUNCTION pgq._batch_settle()
+CREATE OR REPLACE FUNCTION pgq._trg_batch_settle()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
@@ -43,7 +43,7 @@ BEGIN
         -- The first call of a commit that marked members counts nothing: it touches its
         -- row again, which queues one more call behind every deferred event of the
         -- transaction; the calls in between return. So the commit-time checks of new
-        -- waiting jobs (pgq._check_waiting) run first, and one that waits for another
+        -- waiting jobs (pgq._trg_check_waiting) run first, and one that waits for another
         -- transaction's commit holds no batch that commit needs (else: a deadlock).
         -- Keyed by the transaction: a value left by anyone else (SET pgq.batch_settle) is
         -- no call queued by this commit.
@@ -124,5 +124,5 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION pgq._batch_settle() IS
+COMMENT ON FUNCTION pgq._trg_batch_settle() IS
 'Internal: at commit, counts the batch members this transaction ended and enqueues the callbacks that became due.';

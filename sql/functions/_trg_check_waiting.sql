@@ -1,4 +1,4 @@
--- pgq._check_waiting(): a deferred constraint trigger on new waiting jobs, fired when the
+-- pgq._trg_check_waiting(): a deferred constraint trigger on new waiting jobs, fired when the
 -- producer's transaction commits (see sql/setup.sql). pgq.enqueue locks nothing while the
 -- producer's transaction is open, so a dependency may have ended before the new job became
 -- visible to it: its completion found no dependent to release, its death none to cancel.
@@ -8,7 +8,7 @@
 -- a dependency that is dead or ended other than succeeded cancels the job (and its own
 -- dependents); when none is live any more, all succeeded and the job is queued. Otherwise
 -- the dependencies still live will find the job (now committed) when they end.
-CREATE OR REPLACE FUNCTION pgq._check_waiting()
+CREATE OR REPLACE FUNCTION pgq._trg_check_waiting()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE
