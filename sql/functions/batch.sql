@@ -10,6 +10,10 @@
 --   "max_attempts"}. The callback job's payload is that payload with "batch": {"id",
 --   "event" (finish, success, death), "total", "succeeded", "dead", "canceled"} added; it
 --   is enqueued as the batch's producer (who may read it, and pgq.batch_results).
+-- The count of this transaction's batches stays deferred to its commit, even under SET
+-- CONSTRAINTS ALL IMMEDIATE (else the batch would finish at this statement, without
+-- members); an explicit SET CONSTRAINTS ... IMMEDIATE later counts it then, and a batch it
+-- finished takes no more members.
 -- Returns the batch id. Raises PQ001 (naming the callback and key) and PQ004; nothing is
 -- created then.
 CREATE OR REPLACE FUNCTION pgq.batch(
@@ -26,13 +30,14 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_id bigint;
+    v_on_finish jsonb := pgq._check_callback('on_finish', batch.on_finish);
+    v_on_success jsonb := pgq._check_callback('on_success', batch.on_success);
+    v_on_death jsonb := pgq._check_callback('on_death', batch.on_death);
 BEGIN
+    -- After the checks: a call that raises leaves the transaction's settings as they were.
+    SET CONSTRAINTS pgq._batches_settle_trg, pgq._batch_members_settle_trg DEFERRED;
     INSERT INTO pgq._batches AS b (on_finish, on_success, on_death)
-    VALUES (
-        pgq._check_callback('on_finish', batch.on_finish),
-        pgq._check_callback('on_success', batch.on_success),
-        pgq._check_callback('on_death', batch.on_death)
-    )
+    VALUES (v_on_finish, v_on_success, v_on_death)
     RETURNING b.id INTO v_id;
     RETURN v_id;
 END

@@ -11,7 +11,8 @@
 --   depends_on, each job goes in as pgq.enqueue_job puts a dependent job (job by job).
 --   batch (optional): a batch that pgq.batch opened in this transaction; every job of the
 --   call becomes a member (not with dedupe_keys: a payload that found a standing job
---   would make a job of someone else's, maybe finished, a member).
+--   would make a job of someone else's, maybe finished, a member; not once the batch has
+--   finished, which only an explicit SET CONSTRAINTS ... IMMEDIATE can bring about).
 -- Returns the job ids in the order of payloads (with dedupe_keys, the id of the job that
 -- stands for a payload where one did). One NOTIFY per call, not per job.
 -- Raises PQ001 for invalid arguments, PQ004 for an oversized payload.
@@ -91,6 +92,13 @@ BEGIN
         ) THEN
             PERFORM pgq._invalid('batch', format('%s is not a batch opened in this transaction', batch),
                 'Open the batch with pgq.batch() in the same transaction as its members.');
+        END IF;
+        IF EXISTS (
+            SELECT 1 FROM pgq._batches AS b WHERE b.id = enqueue_batch.batch AND b.finished_at IS NOT NULL
+        ) THEN
+            -- Only an explicit SET CONSTRAINTS ... IMMEDIATE counts a batch before its commit.
+            PERFORM pgq._invalid('batch', format('%s has finished already (its callbacks are enqueued)', batch),
+                'SET CONSTRAINTS ... IMMEDIATE counted it after its members had all ended: add members before that.');
         END IF;
     END IF;
     SELECT p.ord INTO v_too_big

@@ -3,7 +3,7 @@
 -- each callback is enqueued once; pgq.batch_results reads the members; bad input raises PQ
 -- errors and changes nothing.
 BEGIN;
-SELECT plan(26);
+SELECT plan(31);
 
 CREATE TEMP TABLE t_id (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.id(label text) RETURNS bigint
@@ -128,6 +128,36 @@ SELECT throws_ok($$SELECT * FROM pgq.batch_results(NULL)$$, 'PQ001', NULL, 'pgq.
 SELECT throws_ok(
     format('SELECT * FROM pgq.batch_results(%s)', pg_temp.id('b') + 1000), 'PQ005', NULL,
     'an unknown batch raises PQ005'
+);
+
+-- SET CONSTRAINTS ALL IMMEDIATE (in force here) does not settle a batch while its opening
+-- transaction may still add members: it would finish empty, at pgq.batch's own statement.
+INSERT INTO t_id
+SELECT
+    'early' AS label,
+    pgq.batch(on_finish => '"early_finish"', on_success => '"early_success"') AS id;
+INSERT INTO t_id
+SELECT
+    'e' || e.ord AS label,
+    e.id
+FROM
+    pgq.enqueue_batch('part', ARRAY['{}', '{}']::jsonb[], batch => pg_temp.id('early'))
+    WITH ORDINALITY AS e (id, ord);
+SELECT is(pgq.cancel(ARRAY[pg_temp.id('e1')]), 1, 'a member of the open batch is canceled');
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT is(
+    (SELECT jsonb_build_array(b.total, b.canceled, b.finished_at IS NULL) FROM pgq._batches AS b WHERE b.id = pg_temp.id('early')),
+    '[2, 1, true]'::jsonb, 'an explicit SET CONSTRAINTS ALL IMMEDIATE counts the batch with all its members'
+);
+SELECT is(
+    (SELECT count(*) FROM pgq._jobs AS j WHERE j.entrypoint LIKE 'early\_%'), 0::bigint,
+    'no callback of the open batch was enqueued before its members were added'
+);
+-- A batch that an explicit SET CONSTRAINTS ... IMMEDIATE finished takes no more members.
+SELECT is(pgq.cancel(ARRAY[pg_temp.id('e2')]), 1, 'its last member is canceled: the batch finished');
+SELECT throws_ok(
+    format($$SELECT pgq.enqueue_batch('part', ARRAY['{}']::jsonb[], batch => %s)$$, pg_temp.id('early')),
+    'PQ001', NULL, 'a member for a batch that finished raises PQ001'
 );
 
 SELECT * FROM finish();

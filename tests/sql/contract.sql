@@ -451,12 +451,12 @@ SELECT is_empty(
         SELECT p.oid::regprocedure
         FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = 'pgq'::regnamespace AND p.proname LIKE '\_%' AND p.prosecdef
-          -- A deferred trigger fires at COMMIT as the producer's role: it needs the owner's.
-          AND p.oid <> 'pgq._trg_check_waiting()'::regprocedure
+          -- Deferred triggers fire at COMMIT as the committing role: they need the owner's.
+          AND p.oid NOT IN ('pgq._trg_check_waiting()'::regprocedure, 'pgq._trg_batch_settle()'::regprocedure)
           -- pgq.queues's counts: its readers may not read pgq._jobs or its statistics.
           AND p.oid <> 'pgq._queue_counts(integer)'::regprocedure
     $$,
-    'no internal function but the commit-time trigger and the counts of pgq.queues is SECURITY DEFINER'
+    'no internal function but the commit-time triggers and the counts of pgq.queues is SECURITY DEFINER'
 );
 SELECT is_empty(
     $$

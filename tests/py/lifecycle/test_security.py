@@ -166,10 +166,11 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
     ).fetchall()
     definers = [r for r in rows if r[1]]
     # Every public function runs as the owner but the trigger, which runs as the writer; of
-    # the internal ones, only the commit-time check of new waiting jobs (it fires as the
-    # producer, at COMMIT, outside any pgq function) and the counts of pgq.queues (its readers
-    # may not read pgq._jobs).
+    # the internal ones, only the commit-time triggers (the check of new waiting jobs, the
+    # count of batch members: they fire at COMMIT as the committing role, outside any pgq
+    # function) and the counts of pgq.queues (its readers may not read pgq._jobs).
     assert {r[4] for r in definers} == set(FUNCTIONS) - INVOKER_FUNCTIONS | {
+        "_trg_batch_settle",
         "_trg_check_waiting",
         "_queue_counts",
     }
@@ -183,11 +184,11 @@ def test_security_definer_functions_pin_search_path(conn: psycopg.Connection) ->
         if r[2] == "plpgsql" and (r[3] is None or "search_path=pg_catalog, pg_temp" not in r[3])
     ]
     assert bad == [], f"plpgsql functions without a pinned search_path: {bad}"
-    # Only public functions run as the owner, the commit-time trigger function (executable
+    # Only public functions run as the owner, the commit-time trigger functions (executable
     # by no role: a trigger needs no EXECUTE when it fires) and the counts of pgq.queues
     # (executable by its readers only, INTERNAL_FUNCTIONS).
     helpers = sorted(r[0] for r in rows if r[1] and r[0].startswith("pgq._"))
-    assert helpers == ["pgq._queue_counts(integer)", "pgq._trg_check_waiting()"], (
+    assert helpers == ["pgq._queue_counts(integer)", "pgq._trg_batch_settle()", "pgq._trg_check_waiting()"], (
         f"internal SECURITY DEFINER functions: {helpers}"
     )
 

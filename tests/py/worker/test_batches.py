@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import pgq
 from support.hooks import HOOK, hook
@@ -297,3 +299,65 @@ def test_every_way_a_member_ends_is_counted_once(conn: psycopg.Connection, dsn: 
         "dead": 3,
         "canceled": 5,
     }
+
+
+def test_members_end_and_callbacks_fire_under_the_pgq_roles(conn: psycopg.Connection, dsn: str) -> None:
+    """The count is taken at commit, by a deferred trigger: it must work whoever commits.
+    A producer role opens a batch, a worker role completes and fails its members, an admin
+    role retries and cancels; each commit counts, and the producer reads the results."""
+    tag = uuid.uuid4().hex[:10]
+    names = {group: f"b_{group}_{tag}" for group in ("pgq_producer", "pgq_worker", "pgq_admin")}
+    for group, name in names.items():
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(sql.Identifier(name), sql.Identifier(group))
+        )
+    try:
+        role_dsn = {group: psycopg.conninfo.make_conninfo(dsn, user=name) for group, name in names.items()}
+        with pgq.Client(role_dsn["pgq_producer"]) as producer:
+            opened = producer.batch(
+                "b_roles", [{}, {}, {}], on_finish="b_finish", on_death="b_death", max_attempts=1
+            )
+            with psycopg.connect(role_dsn["pgq_worker"], autocommit=True) as w:
+                wid = w.execute("SELECT pgq.register_worker('w', ARRAY['b_roles'])").fetchone()[0]
+                assert (
+                    len(w.execute("SELECT * FROM pgq.claim(%s, ARRAY['b_roles'], 3)", (wid,)).fetchall()) == 3
+                )
+                w.execute("SELECT pgq.complete(%s, %s)", (wid, opened.job_ids[:1]))
+                for job in opened.job_ids[1:]:
+                    w.execute("SELECT pgq.fail(%s, %s, 'boom')", (wid, job))
+            with psycopg.connect(role_dsn["pgq_admin"], autocommit=True) as a:
+                a.execute("SELECT pgq.retry(%s)", (opened.job_ids[1:],))
+                a.execute("SELECT pgq.cancel(%s)", (opened.job_ids[1:],))
+            assert [m.status for m in producer.batch_results(opened.id)] == [
+                "succeeded",
+                "canceled",
+                "canceled",
+            ]
+        got = callbacks(conn, opened.id)
+        assert {event: len(jobs) for event, jobs in got.items()} == {"death": 1, "finish": 1}
+        # on_finish came with the second death (every member had ended once), before the retries.
+        assert (got["finish"][0]["succeeded"], got["finish"][0]["dead"]) == (1, 2)
+    finally:
+        for name in names.values():
+            conn.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def test_ending_a_member_and_waiting_on_another_does_not_deadlock(conn: psycopg.Connection, dsn: str) -> None:
+    """A transaction that ends one member and enqueues a job that depends on another member
+    (its commit-time check waits for that member's own completion) commits after it; both
+    are counted. The count must not hold the batch while that check waits: the other
+    completion's commit needs the batch."""
+    batch, (first, second) = open_batch(dsn, [("b_dl", 2)])
+    w = conn.execute("SELECT pgq.register_worker('w', ARRAY['b_dl'])").fetchone()[0]
+    assert len(conn.execute("SELECT * FROM pgq.claim(%s, ARRAY['b_dl'], 2)", (w,)).fetchall()) == 2
+    with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b, ThreadPoolExecutor(max_workers=1) as pool:
+        b.execute("SELECT pgq.complete(%s, ARRAY[%s]::bigint[])", (w, second))  # holds `second`
+        a.execute("SELECT pgq.complete(%s, ARRAY[%s]::bigint[])", (w, first))
+        a.execute("SELECT pgq.enqueue('b_next', depends_on => ARRAY[%s]::bigint[])", (second,))
+        commit = pool.submit(a.commit)
+        assert wait_until_waiting_on_lock(conn, a.info.backend_pid), "the commit did not wait for `second`"
+        b.commit()  # DeadlockDetected here (or in a.commit) while the count held the batch
+        commit.result(timeout=30)
+    assert {e: len(j) for e, j in callbacks(conn, batch).items()} == {"finish": 1, "success": 1}
+    assert scalar(dsn, "SELECT status FROM pgq.jobs WHERE entrypoint = 'b_next'") == "queued"
