@@ -123,7 +123,7 @@ BEGIN
     -- Batches (pgq.batch) that finished longer ago than the longest retention, none of whose
     -- members is still in the hot table (a dead member may yet be retried), with their
     -- member rows. Members are looked up in pgq._jobs by id: this function's sequential
-    -- scans (for the log) must not reach the job table (tests/py/test_empty_queue_plans.py).
+    -- scans (for the log) must not reach the job table (tests/py/sql/test_empty_queue_plans.py).
     PERFORM set_config('enable_seqscan', 'off', TRUE);
     WHILE v_batches < 50 LOOP
         WITH expired AS (

@@ -1,4 +1,4 @@
-"""Handlers of the chaos soak (tests/py/soak.py), run in real `pgq worker` processes.
+"""Handlers of the chaos soak (tests/py/support/soak.py), run in real `pgq worker` processes.
 
 Every run is written to the process's ledger file, outside the queue:
 LEDGER_DIR/<pid>.log, lines "job_id deliveries entrypoint event unix_time key", where event
