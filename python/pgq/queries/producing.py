@@ -112,35 +112,11 @@ _PAYLOAD_CHUNK = 64
 
 
 def enqueue_batch(
-    entrypoint: str,
-    payloads: Iterable[Any],
-    *,
-    priority: int,
-    run_at: datetime | timedelta | None,
-    concurrency_keys: Sequence[str | None] | None = None,
-    dedupe_keys: Sequence[str | None] | None = None,
-    dedupe_scope: str | None = None,
-    dedupe_window: IntervalArg = None,
-    dedupe_mode: str | None = None,
-    headers: dict[str, Any] | None = None,
-    max_attempts: int | None = None,
-    depends_on: Iterable[int] | None = None,
-    batch: int | None = None,
+    entrypoint: str, payloads: Iterable[Any], *, batch: int | None = None, **options: Any
 ) -> Call:
+    """pgq.enqueue_batch; options as enqueue_batch_select()'s. batch: a batch's id (pgq.batch)."""
     query, params, checks = enqueue_batch_select(
-        entrypoint,
-        payloads,
-        "%(batch)s::bigint" if batch is not None else None,
-        priority=priority,
-        run_at=run_at,
-        concurrency_keys=concurrency_keys,
-        dedupe_keys=dedupe_keys,
-        dedupe_scope=dedupe_scope,
-        dedupe_window=dedupe_window,
-        dedupe_mode=dedupe_mode,
-        headers=headers,
-        max_attempts=max_attempts,
-        depends_on=depends_on,
+        entrypoint, payloads, "%(batch)s::bigint" if batch is not None else None, **options
     )
     if batch is not None:
         params["batch"] = batch
