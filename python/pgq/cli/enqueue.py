@@ -116,19 +116,9 @@ def enqueue(
         elif not done_job.created:
             click.echo(f"not created: job {done_job.id} has the same dedupe key", err=True)
         return
-    if (
-        dedupe_key is not None
-        or max_attempts is not None
-        or headers is not None
-        or parents is not None
-        or any(v is not None for v in dedupe.values())
-    ):
-        # pgq.enqueue_batch, which --count uses, takes none of them.
-        raise ValueError(
-            "--count cannot be combined with --dedupe-key (or its options), --max-attempts,"
-            " --headers or --depends-on; set max attempts with"
-            " `pgq configure ENTRYPOINT --max-attempts N`"
-        )
+    if dedupe_key is not None or any(v is not None for v in dedupe.values()):
+        # N copies of one payload under one dedupe key would be one job.
+        raise ValueError("--count cannot be combined with --dedupe-key (or its options)")
     done = 0
     with (
         make_client(dsn) as client,
@@ -143,6 +133,9 @@ def enqueue(
                     priority=priority,
                     run_at=when,
                     concurrency_keys=None if concurrency_key is None else [concurrency_key] * size,
+                    headers=headers,
+                    max_attempts=max_attempts,
+                    depends_on=parents,
                 )
                 # Each batch's ids as soon as it is committed: after an error, the ids printed
                 # are exactly the jobs that exist.

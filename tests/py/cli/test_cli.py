@@ -376,13 +376,37 @@ def test_enqueue_headers_and_depends_on(dsn: str, client: Client) -> None:
     assert sorted(set(rows[2][3])) == [first, second]
 
 
+def test_enqueue_count_takes_headers_attempts_and_parents(dsn: str, client: Client) -> None:
+    parent = client.enqueue("email", {})
+    ok(
+        run(
+            dsn,
+            "enqueue",
+            "email",
+            "--count",
+            "2",
+            "--headers",
+            '{"t": 1}',
+            "--max-attempts",
+            "2",
+            "--depends-on",
+            str(parent),
+        )
+    )
+    with psycopg.connect(dsn) as c:
+        rows = c.execute(
+            "SELECT status, headers, max_attempts, depends_on FROM pgq.jobs WHERE id <> %s ORDER BY id",
+            (parent,),
+        ).fetchall()
+    assert rows == [("waiting", {"t": 1}, 2, [parent])] * 2
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["email", "--headers", "[1]"], "--headers must be a JSON object"),
         (["email", "--headers", "{"], "--headers is not valid JSON"),
         (["email", "--depends-on", "x"], "--depends-on takes job ids"),
-        (["email", "--count", "2", "--headers", "{}"], "--count cannot be combined"),
         (["email", "--depends-on", "99999999"], "depends_on"),
         (["email", "{not json"], "PAYLOAD_JSON is not valid JSON"),
         (["email", "--run-at", "tomorrow"], "--run-at 'tomorrow' is not an ISO 8601 time"),
