@@ -79,6 +79,7 @@ DEFAULTS = {
 LIVE = ("queued", "running", "dead")
 MAX_SNOOZES = 100  # pgq._defaults(): past it, a snooze fails the job
 BOGUS_ID = 10**9  # never a job
+CALLBACKS = "batch_done"  # the entrypoint of the batches' callbacks: no worker serves it
 
 # `make test` runs 120 examples (about 15 s); `make model` the long form (PGQ_MODEL_EXAMPLES).
 SETTINGS = settings(
@@ -163,6 +164,14 @@ class Job:
 
 
 @dataclass
+class Batch:
+    members: list[int]
+    # The events whose callback the database must have enqueued by now: each at most once,
+    # whatever happens to the members later (a retry of a dead member fires nothing again).
+    fired: set[str] = field(default_factory=set)
+
+
+@dataclass
 class Worker:
     id: uuid.UUID
     slot: int
@@ -204,6 +213,7 @@ class QueueModel(RuleBasedStateMachine):
         self.workers: list[Worker] = []
         self.queues = {ep: Queue() for ep in ENTRYPOINTS}
         self.read_back: list[tuple[int, int, int]] = []  # (job id, fail instant, backoff cap)
+        self.batches: dict[int, Batch] = {}
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -434,18 +444,33 @@ class QueueModel(RuleBasedStateMachine):
         workers=st.lists(st.sampled_from(ENTRYPOINT_SETS), min_size=2, max_size=SLOTS),
         jobs=st.lists(st.tuples(ENTRYPOINT, PRIORITY, KEY, MAX_ATTEMPTS), min_size=1, max_size=5),
         configs=st.lists(st.fixed_dictionaries(CONFIGURE), max_size=2),
+        batch=st.sampled_from([None, ("a", 1, None), ("a", 2, 1), ("b", 3, 1), ("b", 2, None)]),
     )
     def start(
         self,
         workers: list[tuple[str, ...]],
         jobs: list[tuple[str, int, str | None, int | None]],
         configs: list[dict[str, Any]],
+        batch: tuple[str, int, int | None] | None,
     ) -> None:
-        """An empty queue, then settings, 2-3 workers and a few jobs."""
+        """An empty queue, then settings, 2-3 workers, maybe a batch (first in line: claimed,
+        so ended, within the example's steps) and a few jobs."""
         # DELETE rather than TRUNCATE: the same empty tables in 1 ms instead of 70 (hypothesis
         # runs thousands of examples while it shrinks a failure).
         with self.admin.transaction():
-            for table in ("_jobs", "_outcomes", "_workers", "_queues", "_marks", "_mark_lows", "_steps"):
+            # The batches first: deleting their members would count them canceled at commit
+            # and enqueue the callbacks into the emptied job table.
+            for table in (
+                "_batch_members",
+                "_batches",
+                "_jobs",
+                "_outcomes",
+                "_workers",
+                "_queues",
+                "_marks",
+                "_mark_lows",
+                "_steps",
+            ):
                 self.admin.execute(f"DELETE FROM pgq.{table}")
             self.admin.execute("SELECT setval(pg_get_serial_sequence('pgq._jobs', 'id'), 1, false)")
         # The backoff's jitter is random(): seed every session, so that hypothesis replays an
@@ -456,6 +481,8 @@ class QueueModel(RuleBasedStateMachine):
             self.configure(**config)
         for slot, entrypoints in enumerate(workers):
             self.register_worker(slot, entrypoints)
+        if batch is not None:
+            self.enqueue_batch(batch[0], batch[1], 1, None, True, max_attempts=batch[2])
         for ep, priority, key, max_attempts in jobs:
             self.enqueue(ep, priority, None, key, max_attempts)
 
@@ -504,17 +531,47 @@ class QueueModel(RuleBasedStateMachine):
         n=st.integers(0, 3),
         priority=st.sampled_from([0, 1]),
         offset=st.sampled_from([None, 0, 5]),
+        in_batch=st.booleans(),
     )
-    def enqueue_batch(self, ep: str, n: int, priority: int, offset: int | None) -> None:
-        now, rows = self.call(
-            self.admin,
-            "SELECT * FROM pgq.enqueue_batch(%s, %s::jsonb[], %s, now() + %s::interval)",
-            (ep, [f'{{"n": {k}}}' for k in range(n)], priority, seconds(offset)),
+    def enqueue_batch(
+        self,
+        ep: str,
+        n: int,
+        priority: int,
+        offset: int | None,
+        in_batch: bool,
+        max_attempts: int | None = None,
+    ) -> None:
+        # In a batch (pgq.batch): its callbacks go to CALLBACKS, which no worker serves;
+        # batches_match_model checks their counts and that each callback came exactly once.
+        query = (
+            "SELECT * FROM pgq.enqueue_batch(%s, %s::jsonb[], %s, now() + %s::interval, max_attempts => %s"
         )
+        params: tuple[Any, ...] = (
+            ep,
+            [f'{{"n": {k}}}' for k in range(n)],
+            priority,
+            seconds(offset),
+            max_attempts,
+        )
+        with self.admin.transaction():
+            now = micros(self.admin.execute("SELECT now()").fetchone()[0]) + self.shift
+            batch = None
+            if in_batch:
+                callback = f'{{"entrypoint": "{CALLBACKS}"}}'
+                batch = self.admin.execute(
+                    "SELECT pgq.batch(on_finish => %s, on_success => %s, on_death => %s)", (callback,) * 3
+                ).fetchone()[0]
+                query, params = query + ", batch => %s", (*params, batch)
+            rows = self.admin.execute(query + ")", params).fetchall()
         ids = [r[0] for r in rows]
         assert len(ids) == n and ids == sorted(ids), ids
         for job_id in ids:
-            self.m_enqueue(now, job_id, ep, priority, None if offset is None else offset * SEC, None, None)
+            self.m_enqueue(
+                now, job_id, ep, priority, None if offset is None else offset * SEC, None, max_attempts
+            )
+        if batch is not None:
+            self.batches[batch] = Batch(ids)
 
     @precondition(lambda self: len(self.workers) < MAX_WORKERS)
     @rule(slot=st.integers(0, SLOTS - 1), entrypoints=st.sampled_from(ENTRYPOINT_SETS))
@@ -1033,7 +1090,9 @@ class QueueModel(RuleBasedStateMachine):
             now = self.virtual(self.admin.execute("SELECT now()").fetchone()[0])
             jobs = self.admin.execute(
                 "SELECT id, entrypoint, status, priority, run_at, enqueued_at, attempt, deliveries,"
-                " max_attempts, worker_id, started_at, cancel_requested, dedupe_key FROM pgq.jobs ORDER BY id"
+                " max_attempts, worker_id, started_at, cancel_requested, dedupe_key FROM pgq.jobs"
+                " WHERE entrypoint <> %s ORDER BY id",
+                (CALLBACKS,),
             ).fetchall()
             statuses = dict(
                 self.admin.execute(
@@ -1046,6 +1105,8 @@ class QueueModel(RuleBasedStateMachine):
             queues = self.admin.execute(
                 "SELECT entrypoint, queued, scheduled, waiting, running, dead, paused, concurrency,"
                 " max_attempts, lease, timeout, backoff_base, backoff_max, max_deliveries FROM pgq.queues"
+                " WHERE entrypoint <> %s",
+                (CALLBACKS,),
             ).fetchall()
             workers = self.admin.execute(
                 "SELECT id, state, heartbeat_at, stopped_at, jobs_held FROM pgq.workers"
@@ -1135,6 +1196,39 @@ class QueueModel(RuleBasedStateMachine):
             if w.state != "deleted"
         }
         assert got_w == want_w, _diff("pgq.workers", got_w, want_w)
+
+    @invariant()
+    def batches_match_model(self) -> None:
+        if not self.batches:
+            return
+        with self.admin.transaction():
+            counts = self.admin.execute(
+                "SELECT id, total, succeeded, dead, canceled FROM pgq._batches WHERE id = ANY(%s)",
+                (list(self.batches),),
+            ).fetchall()
+            callbacks = self.admin.execute(
+                "SELECT (payload->'batch'->>'id')::bigint, payload->'batch'->>'event', count(*)"
+                " FROM pgq._jobs WHERE entrypoint = %s GROUP BY 1, 2",
+                (CALLBACKS,),
+            ).fetchall()
+        want, want_fired = {}, {}
+        for batch_id, batch in self.batches.items():
+            states = [self.jobs[i].state for i in batch.members]
+            succeeded = states.count("succeeded")
+            dead = states.count("dead") + states.count("discarded")
+            canceled = states.count("canceled")
+            if dead:
+                batch.fired.add("death")
+            if succeeded + dead + canceled == len(states):
+                batch.fired.add("finish")
+            if succeeded == len(states):
+                batch.fired.add("success")
+            want[batch_id] = (len(states), succeeded, dead, canceled)
+            want_fired |= {(batch_id, event): 1 for event in batch.fired}
+        got = {r[0]: r[1:] for r in counts}
+        assert got == want, _diff("pgq._batches", got, want)
+        fired = {(r[0], r[1]): r[2] for r in callbacks}
+        assert fired == want_fired, _diff("batch callbacks", fired, want_fired)
 
 
 def _diff(what: str, got: dict, want: dict) -> str:
