@@ -3,7 +3,7 @@
 -- each callback is enqueued once; pgq.batch_results reads the members; bad input raises PQ
 -- errors and changes nothing.
 BEGIN;
-SELECT plan(31);
+SELECT plan(33);
 
 CREATE TEMP TABLE t_id (label text PRIMARY KEY, id bigint NOT NULL);
 CREATE FUNCTION pg_temp.id(label text) RETURNS bigint
@@ -42,6 +42,16 @@ SELECT throws_like(
 SELECT throws_like(
     $$SELECT pgq.batch(on_finish => '{"entrypoint": "r", "headers": "h"}')$$, '%on_finish.headers%',
     'headers that are not an object raise'
+);
+SELECT throws_ok(
+    format($$SELECT pgq.batch(on_finish => jsonb_build_object('entrypoint', 'r', 'payload',
+        jsonb_build_object('blob', %L)))$$, repeat('x', 1048577)),
+    'PQ004', NULL, 'a callback payload over 1 MiB raises PQ004'
+);
+SELECT throws_ok(
+    format($$SELECT pgq.batch(on_death => jsonb_build_object('entrypoint', 'r', 'headers',
+        jsonb_build_object('h', %L)))$$, repeat('x', 65537)),
+    'PQ004', NULL, 'callback headers over 64 KiB raise PQ004'
 );
 SELECT is((SELECT count(*) FROM pgq._batches), 0::bigint, 'no batch was created by the bad calls');
 
