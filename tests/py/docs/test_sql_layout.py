@@ -97,3 +97,24 @@ def test_the_install_paths_follow_the_list() -> None:
     headers = re.findall(r"^-- ==== (sql/\S+) ====$", scripts.install_body(), re.MULTILINE)
     expected = [*sections["first"], *sections["schema"], *sections["first"], *sections["code"]]
     assert headers == [p.relative_to(ROOT).as_posix() for p in expected]
+
+
+# --- plans kept per session ----------------------------------------------------------------
+
+
+def test_no_sql_function_with_settings_reads_the_job_tables() -> None:
+    """A LANGUAGE sql function with a SET clause is never inlined, and PostgreSQL plans its
+    statement on every call (before 18): one that reads pgq._jobs or the outcome log, which
+    heartbeats and claims call, pays a plan of those tables each time. pgq._timed_out was
+    one: half of every heartbeat's CPU. Such a function is PL/pgSQL, whose plans are kept."""
+    offenders = []
+    for path in sorted((ROOT / "sql" / "functions").glob("*.sql")):
+        text = path.read_text()
+        body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        if (
+            re.search(r"^LANGUAGE sql\b", body, re.MULTILINE | re.IGNORECASE)
+            and re.search(r"^SET ", body, re.MULTILINE)
+            and re.search(r"\bpgq\.(_jobs|_outcomes)\b", body)
+        ):
+            offenders.append(path.name)
+    assert offenders == []
