@@ -2,7 +2,7 @@
 -- producer's transaction commits (see sql/setup.sql). pgq.enqueue locks nothing while the
 -- producer's transaction is open, so a dependency may have ended before the new job became
 -- visible to it: its completion found no dependent to release, its death none to cancel.
--- At commit, this takes a share lock on the job's dependencies, in id order (a completion,
+-- At commit, this locks the job's dependencies, in id order, and writes them (a completion,
 -- failure or claim of one waits for this commit only, not for the producer's whole
 -- transaction; one already under way is waited for) and looks again, in a fresh snapshot:
 -- a dependency that is dead or ended other than succeeded cancels the job (and its own
@@ -32,8 +32,13 @@ BEGIN
         SELECT j.id, j.status FROM pgq._jobs AS j
         WHERE j.id = ANY (new.depends_on)
         ORDER BY j.id
-        FOR SHARE
+        FOR NO KEY UPDATE
     ) AS d;
+    -- Written, not only locked: a transaction whose snapshot is older than this commit
+    -- (REPEATABLE READ) would not see the new job, and its end of a dependency would then
+    -- release or cancel nothing. Ending a row that changed since its snapshot fails there
+    -- with a serialization error (40001) instead; ended again, it sees the job.
+    UPDATE pgq._jobs AS j SET has_dependents = TRUE WHERE j.id = ANY (v_live) OR j.id = v_dead;
     -- The job may have left the waiting state in its own transaction (canceled, say).
     PERFORM 1 FROM pgq._jobs AS j WHERE j.id = new.id AND j.status = 'waiting';
     IF NOT FOUND THEN

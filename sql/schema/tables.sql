@@ -79,7 +79,9 @@ CREATE TABLE pgq._jobs (
     enqueued_by text DEFAULT session_user,
     -- Read by nothing of this release: 0.1.0's functions read and set it, and a call of
     -- theirs under way while an upgrade commits runs against these tables
-    -- (migrations/0013_claim_protocols.sql). Dropped once 0.1.0 is two releases back.
+    -- (migrations/0013_claim_protocols.sql). pgq._trg_check_waiting sets it on a new
+    -- waiting job's dependencies: it needs the write, not the value (a column to write
+    -- stays when this one goes, once 0.1.0 is two releases back).
     has_dependents boolean NOT NULL DEFAULT TRUE,
     -- Why it is queued again (the reason of its next delivery, pgq.claim_v3): 'retry' (a
     -- failure, pgq.retry), 'snooze', 'lost' (a delivery given back unsettled); NULL before its

@@ -196,6 +196,38 @@ def test_completion_first_then_enqueue_sees_the_success(dsn: str, conn: psycopg.
     assert status(conn, w) == "queued"
 
 
+@pytest.mark.parametrize("end", ["complete", "fail"])
+def test_a_repeatable_read_end_older_than_the_dependent_fails_rather_than_strand_it(
+    dsn: str, conn: psycopg.Connection, end: str
+) -> None:
+    """A REPEATABLE READ transaction (a role's default_transaction_isolation, a handler's
+    own) whose snapshot predates a dependent's commit would not see the dependent: ending
+    A there left it waiting on a job that was gone, for ever. The dependent's commit now
+    writes its dependencies' rows, so such an end fails with a serialization error (40001)
+    and changes nothing; ended again, in a fresh transaction, it settles the dependent."""
+    ep = f"rr_{end}"
+    a = enqueue(conn, ep, max_attempts=1)
+    wid = register(conn, [ep])
+    assert claim_one(conn, wid, ep) == a
+    call = {
+        "complete": ("SELECT * FROM pgq.complete(%s::uuid, ARRAY[%s]::bigint[])", (wid, a)),
+        "fail": ("SELECT pgq.fail(%s::uuid, %s::bigint, 'boom')", (wid, a)),
+    }[end]
+    with psycopg.connect(dsn) as ender:
+        ender.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        ender.execute("SELECT 1 FROM pgq._workers LIMIT 1")  # its snapshot is taken
+        w = enqueue(conn, f"{ep}_w", [a])  # conn is autocommit: committed now
+        assert status(conn, w) == "waiting"
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            ender.execute(*call).fetchall()
+        ender.rollback()
+        assert status(conn, a) == "running"
+        ender.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        ender.execute(*call).fetchall()
+        ender.commit()
+    assert status(conn, w) == ("queued" if end == "complete" else "canceled")
+
+
 def test_completion_rolled_back_leaves_the_new_dependent_waiting(dsn: str, conn: psycopg.Connection) -> None:
     """Never released early: the completion the enqueue waited for rolled back."""
     a = enqueue(conn, "race3")
