@@ -196,16 +196,17 @@ def test_completion_first_then_enqueue_sees_the_success(dsn: str, conn: psycopg.
     assert status(conn, w) == "queued"
 
 
+@pytest.mark.parametrize("isolation", ["REPEATABLE_READ", "SERIALIZABLE"])
 @pytest.mark.parametrize("end", ["complete", "fail", "cancel"])
 def test_a_repeatable_read_end_older_than_the_dependent_fails_rather_than_strand_it(
-    dsn: str, conn: psycopg.Connection, end: str
+    dsn: str, conn: psycopg.Connection, end: str, isolation: str
 ) -> None:
-    """A REPEATABLE READ transaction (a role's default_transaction_isolation, a handler's
-    own) whose snapshot predates a dependent's commit would not see the dependent: ending
+    """A REPEATABLE READ or SERIALIZABLE transaction (a role's default_transaction_isolation,
+    a handler's own) whose snapshot predates a dependent's commit would not see the dependent: ending
     A there left it waiting on a job that was gone, for ever. The dependent's commit now
     writes its dependencies' rows, so such an end fails with a serialization error (40001)
     and changes nothing; ended again, in a fresh transaction, it settles the dependent."""
-    ep = f"rr_{end}"
+    ep = f"rr_{end}_{isolation.lower()}"
     a = enqueue(conn, ep, max_attempts=1)
     wid = register(conn, [ep])
     if end != "cancel":  # a queued job is canceled at once; a running one only asked to stop
@@ -216,7 +217,7 @@ def test_a_repeatable_read_end_older_than_the_dependent_fails_rather_than_strand
         "cancel": ("SELECT pgq.cancel(ARRAY[%s]::bigint[])", (a,)),
     }[end]
     with psycopg.connect(dsn) as ender:
-        ender.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        ender.isolation_level = psycopg.IsolationLevel[isolation]
         ender.execute("SELECT 1 FROM pgq._workers LIMIT 1")  # its snapshot is taken
         w = enqueue(conn, f"{ep}_w", [a])  # conn is autocommit: committed now
         assert status(conn, w) == "waiting"
