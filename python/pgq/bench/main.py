@@ -39,6 +39,7 @@ from .rounds import Rounds
 SCENARIOS = [
     "raw",
     "sql",
+    "spread",
     "drain",
     "defaults",
     "keyed",

@@ -167,6 +167,16 @@ def render(results: dict[str, Any]) -> str:
             f"{_x(_ratio(sql_rate, raw))} of the raw limit",
         ]
     )
+    spread_rate = _get(s, "spread", "jobs_per_s")
+    rows.append(
+        [
+            f"the same, each client a worker of {_get(s, 'spread', 'entrypoints') or 4} entrypoints",
+            _rate(spread_rate),
+            "",
+            "",
+            f"{_x(_ratio(spread_rate, sql_rate))} of one entrypoint's",
+        ]
+    )
     pd = _get(s, "peer", "drain") or {}
     peer_cfg = (
         f"; PgQueuer best of {len(pd.get('trials', []))}: {pd['processes']} proc x {pd['managers']} managers,"
@@ -318,6 +328,7 @@ def render(results: dict[str, Any]) -> str:
     for label, node in [
         ("raw limit (pgbench)", s.get("raw")),
         ("pgq SQL cycle (pgbench)", s.get("sql")),
+        (f"pgq SQL cycle, workers of {_get(s, 'spread', 'entrypoints') or 4} entrypoints", s.get("spread")),
         ("pgq drain (workers)", s.get("drain")),
         ("pgq drain, defaults", s.get("defaults")),
         ("pgq drain, 100 keys", s.get("keyed")),

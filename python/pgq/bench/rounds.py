@@ -21,6 +21,8 @@ from .peer import Peer, PeerUnavailable
 
 # Concurrency keys of the keyed drain (jobs take them in turn).
 KEYS = 100
+# Entrypoints of each worker in the spread SQL cycle: a fleet's worker usually serves several.
+SPREAD = 4
 QUEUES_ENTRYPOINTS = (1, 100)
 
 
@@ -136,6 +138,8 @@ class Rounds:
                 self.attempt("raw", lambda: bench_pgq.raw_limit(server, **cycle))
             if on("sql"):
                 self.attempt("sql", lambda: bench_pgq.sql_cycle(server, **cycle))
+            if on("spread"):
+                self.attempt("spread", lambda: bench_pgq.sql_cycle(server, entrypoints=SPREAD, **cycle))
             if on("drain"):
                 self.attempt("drain", lambda: pgq_drain("drain"))
             if on("defaults"):
@@ -238,6 +242,7 @@ class Rounds:
         for name, key, rate in [
             ("raw", "raw", "rows_per_s"),
             ("sql", "sql", "jobs_per_s"),
+            ("spread", "spread", "jobs_per_s"),
             ("drain", "drain", "jobs_per_s"),
             ("defaults", "defaults", "jobs_per_s"),
             ("keyed", "keyed", "jobs_per_s"),

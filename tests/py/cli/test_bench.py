@@ -38,6 +38,7 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert set(s) == {
         "raw",
         "sql",
+        "spread",
         "drain",
         "defaults",
         "keyed",
@@ -55,6 +56,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert "skipped" in s["peer"]
     assert s["raw"]["rows_per_s"] > 0 and s["raw"]["rows"] == 500
     assert s["sql"]["jobs_per_s"] > 0 and s["sql"]["jobs"] == 500
+    # The same 500 jobs spread over 4 entrypoints, each client a worker of the 4.
+    assert s["spread"]["jobs_per_s"] > 0 and s["spread"]["jobs"] == 500 and s["spread"]["entrypoints"] == 4
     for name in ("drain", "defaults", "xmin"):
         assert s[name]["jobs"] == 500 and s[name]["jobs_per_s"] > 0, s[name]
         # Each claim and completion writes WAL: the server's position moved with the drain.
@@ -84,5 +87,6 @@ def test_bench_quick(tmp_path: Path) -> None:
     for case in ("queues", "overview", "metrics", "jobs_deepest_page_keyset", "search_no_match_bounded"):
         assert monitor[case]["median_ms"] > 0, monitor
     assert [t["met"] for t in data["targets"]], data["targets"]
+    assert "each client a worker of 4 entrypoints" in result.output
     assert "raw limit" in result.output and "pgq.queues at 3k queued (100 entrypoints)" in result.output
     assert "targets:" not in result.output and "[MISS]" not in result.output

@@ -59,9 +59,9 @@ def fill_in_chunks(dsn: str, jobs: int, statement: str, label: str, chunk: int =
             bar.update(hi - lo)
 
 
-def enqueue_jobs(dsn: str, jobs: int, label: str, keys: int = 0) -> None:
-    """N jobs through pgq.enqueue_batch, 10000 per call; with `keys`, each job gets one of
-    that many concurrency keys, in turn (the claims then take the keyed, fair path)."""
+def enqueue_jobs(dsn: str, jobs: int, label: str, keys: int = 0, entrypoint: str = ENTRYPOINT) -> None:
+    """N jobs of `entrypoint` through pgq.enqueue_batch, 10000 per call; with `keys`, each job
+    gets one of that many concurrency keys, in turn (the claims then take the keyed, fair path)."""
     with psycopg.connect(dsn, autocommit=True) as conn, progress(jobs, label) as bar:
         for lo in range(0, jobs, 10_000):
             size = min(10_000, jobs - lo)
@@ -69,7 +69,7 @@ def enqueue_jobs(dsn: str, jobs: int, label: str, keys: int = 0) -> None:
                 "SELECT count(*) FROM pgq.enqueue_batch(%s::text, array_fill(%s::jsonb, ARRAY[%s::int]),"
                 " concurrency_keys => CASE WHEN %s::int > 0 THEN"
                 " ARRAY(SELECT 'tenant:' || (i %% %s::int) FROM generate_series(1, %s::int) AS i) END)",
-                (ENTRYPOINT, PAYLOAD, size, keys, max(keys, 1), size),
+                (entrypoint, PAYLOAD, size, keys, max(keys, 1), size),
             )
             bar.update(size)
 

@@ -1,6 +1,7 @@
 """`pgq bench` scenarios of the SQL alone, under pgbench: the raw limit (pgq's claim ->
 complete cycle as plain SQL on tables of its own) and the same cycle through pgq.claim and
-pgq.complete (no Python worker). Each runs in a throwaway database of its own.
+pgq.complete (no Python worker), by workers of one entrypoint and of several. Each runs in a
+throwaway database of its own.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 from ..app import ENTRYPOINT
 from ..db import Server, bench_dir, execute, note, settle
 from ..drain import pgbench_drain
-from .common import PAYLOAD, PGQ_PROBES, enqueue_jobs, fill_in_chunks
+from .common import PAYLOAD, enqueue_jobs, fill_in_chunks
 
 # --- 1. the raw limit -------------------------------------------------------------------
 
@@ -62,36 +63,55 @@ def raw_limit(
 
 
 def sql_cycle(
-    server: Server, *, jobs: int, seconds: int, batch_size: int, clients: int = 2
+    server: Server, *, jobs: int, seconds: int, batch_size: int, clients: int = 2, entrypoints: int = 1
 ) -> dict[str, Any]:
-    """The same cycle through pgq.claim and pgq.complete under pgbench (no Python worker)."""
-    with server.database("sql_cycle") as dsn:
-        enqueue_jobs(dsn, jobs, "pgq SQL: enqueuing")
+    """The same cycle through pgq.claim and pgq.complete under pgbench (no Python worker).
+
+    With `entrypoints` > 1, each client is a worker of that many entrypoints (the bench
+    entrypoint and bench_1, bench_2, ...), and the jobs are spread evenly over them, each
+    entrypoint's enqueued together: what one claim of a worker of several entrypoints costs
+    (a fleet's usual worker), beside the claim of one entrypoint."""
+    names = [ENTRYPOINT] + [f"{ENTRYPOINT}_{i}" for i in range(1, entrypoints)]
+    name = "sql_cycle" if entrypoints == 1 else f"sql_cycle_{entrypoints}"
+    label = "pgq SQL" if entrypoints == 1 else f"pgq SQL, {entrypoints} entrypoints"
+    in_names = ", ".join(f"'{n}'" for n in names)
+    with server.database(name) as dsn:
+        for i, entrypoint in enumerate(names):
+            share = jobs // entrypoints + (1 if i < jobs % entrypoints else 0)
+            enqueue_jobs(dsn, share, f"{label}: enqueuing", entrypoint=entrypoint)
         settle(dsn, "pgq._jobs")
         for client in range(clients):  # pgbench's client ids 0..clients-1
             execute(
                 dsn,
                 "INSERT INTO pgq._workers (id, name, entrypoints) VALUES (md5(%s)::uuid, %s, %s)",
-                params=(str(client), f"pgbench-{client}", [ENTRYPOINT]),
+                params=(str(client), f"pgbench-{client}", names),
             )
-        note(f"pgq SQL: pgbench, {clients} clients, batch {batch_size}, until drained (at most {seconds} s)")
+        note(f"{label}: pgbench, {clients} clients, batch {batch_size}, until drained (at most {seconds} s)")
         run = pgbench_drain(
             dsn,
             bench_dir() / "pgq_cycle.sql",
             clients=clients,
             seconds=seconds,
-            empty=f"SELECT NOT ({PGQ_PROBES.busy.removeprefix('SELECT ')})",
-            completed=f"SELECT count(*) FROM pgq.outcomes WHERE entrypoint = '{ENTRYPOINT}'",
-            defines={"batch": batch_size},
-            log=server.log_dir / "pgq-sql-pgbench.log",
+            empty=(
+                f"SELECT NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({in_names})"
+                " AND j.status IN ('queued', 'running'))"
+            ),
+            completed=f"SELECT count(*) FROM pgq.outcomes WHERE entrypoint IN ({in_names})",
+            defines={"batch": batch_size, "entrypoints": "{" + ",".join(names) + "}"},
+            log=server.log_dir / f"pgq-{name.replace('_', '-')}-pgbench.log",
         )
-        count, start, end = execute(dsn, PGQ_PROBES.finished)[0]
+        count, start, end = execute(
+            dsn,
+            "SELECT count(*), min(o.started_at), max(o.finished_at) FROM pgq.outcomes AS o"
+            f" WHERE o.entrypoint IN ({in_names}) AND o.outcome = 'succeeded'",
+        )[0]
     span = (end - start).total_seconds()
     return {
         "jobs": count,
         "seconds": round(span, 3),
         "jobs_per_s": round(count / span, 1),
         "clients": clients,
+        "entrypoints": entrypoints,
         "batch_size": batch_size,
         "drained": run["drained"],
         "cpu": run["cpu"],
