@@ -96,6 +96,10 @@ class Link:
         self.name = name
         self.log = logger
         self.reason: str | None = None  # why the last attempt failed; None: connected
+        # The reasons said since connecting last failed: each once per outage. They may
+        # alternate (refused, then a connection opened before a stop found broken, then
+        # refused again), and a line at each turn would say nothing new.
+        self._told: set[str] = set()
         self.closed = threading.Event()
         self._lock = threading.Lock()
         self._down_since = 0.0
@@ -115,14 +119,15 @@ class Link:
             return 0.0
 
     def failed(self, exc: BaseException) -> bool:
-        """Record a failed attempt (logged when the reason changes); whether it is one that
-        passes by itself (then keep trying)."""
+        """Record a failed attempt (logged the first time its reason comes in this outage);
+        whether it is one that passes by itself (then keep trying)."""
         reason = server_reason(exc)
         transient = passing(reason)
         ceiling = RETRY_MAX if transient else RETRY_MAX_OTHER
         with self._lock:
             now = time.monotonic()
-            changed = reason != self.reason
+            changed = reason not in self._told
+            self._told.add(reason)
             if self.reason is None:
                 self._down_since = now
                 self._delay = RETRY_FIRST
@@ -145,6 +150,7 @@ class Link:
                 return
             down = time.monotonic() - self._down_since
             self.reason = None
+            self._told.clear()
             self._delay = self._next = 0.0
         self.log.info("%s: connected to the database again after %.1f s", self.name, down)
 

@@ -168,9 +168,10 @@ def render(results: dict[str, Any]) -> str:
         ]
     )
     spread_rate = _get(s, "spread", "jobs_per_s")
+    spread_eps = _get(s, "spread", "entrypoints") or "several"
     rows.append(
         [
-            f"the same, each client a worker of {_get(s, 'spread', 'entrypoints') or 4} entrypoints",
+            f"the same, each client a worker of {spread_eps} entrypoints",
             _rate(spread_rate),
             "",
             "",
@@ -328,7 +329,7 @@ def render(results: dict[str, Any]) -> str:
     for label, node in [
         ("raw limit (pgbench)", s.get("raw")),
         ("pgq SQL cycle (pgbench)", s.get("sql")),
-        (f"pgq SQL cycle, workers of {_get(s, 'spread', 'entrypoints') or 4} entrypoints", s.get("spread")),
+        (f"pgq SQL cycle, workers of {spread_eps} entrypoints", s.get("spread")),
         ("pgq drain (workers)", s.get("drain")),
         ("pgq drain, defaults", s.get("defaults")),
         ("pgq drain, 100 keys", s.get("keyed")),

@@ -22,13 +22,14 @@ from .peer import Peer, PeerUnavailable
 # Concurrency keys of the keyed drain (jobs take them in turn).
 KEYS = 100
 # Entrypoints of each worker in the spread SQL cycle: a fleet's worker usually serves several.
-SPREAD = 4
+SPREAD_ENTRYPOINTS = 4
 QUEUES_ENTRYPOINTS = (1, 100)
 
 
 class Rounds:
     """Runs the scenarios in rounds: each round measures every throughput scenario once
-    (raw limit, SQL cycle, pgq drain, PgQueuer drain, held xmin, backlogs), so that other
+    (raw limit, SQL cycles of workers of one and of several entrypoints, pgq drain, PgQueuer
+    drain, held xmin, backlogs), so that other
     load on the machine falls on all of them alike; the fastest run of each counts. The
     enqueue cases and the latency runs of pgq and PgQueuer run back to back."""
 
@@ -139,7 +140,9 @@ class Rounds:
             if on("sql"):
                 self.attempt("sql", lambda: bench_pgq.sql_cycle(server, **cycle))
             if on("spread"):
-                self.attempt("spread", lambda: bench_pgq.sql_cycle(server, entrypoints=SPREAD, **cycle))
+                self.attempt(
+                    "spread", lambda: bench_pgq.sql_cycle(server, entrypoints=SPREAD_ENTRYPOINTS, **cycle)
+                )
             if on("drain"):
                 self.attempt("drain", lambda: pgq_drain("drain"))
             if on("defaults"):

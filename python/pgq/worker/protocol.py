@@ -138,7 +138,7 @@ class Protocol:
 
     def refused(self, exc: BaseException) -> bool:
         """Whether a call failed for want of a connection while the database refuses them:
-        the pool has said why (once per change of reason), so the call's own line would
+        the pool has said why (each reason once per outage), so the call's own line would
         only repeat it every few seconds."""
         return isinstance(exc, PoolTimeout) and self._link.reason is not None
 

@@ -140,7 +140,7 @@ def test_a_fast_stop_longer_than_the_lease_under_a_drain(
     seconds = settle_and_check(dsn, worker, probe.up, "fast stop, 20 s outage: server accepting again")
     assert seconds < BOUND
     assert not failures_once_back(worker)
-    # Why it cannot connect, once per change of reason, not a line per claim.
+    # Why it cannot connect, each reason once per outage, not a line per claim.
     lines = connection_lines(worker)
     assert 1 <= len(lines) <= 8, lines  # pool and LISTEN: shutting down, refused, starting up
     assert "claim failed (couldn't get a connection" not in worker.log()
@@ -313,6 +313,32 @@ def test_the_listen_session_outlives_a_short_idle_session_timeout(dsn: str, spaw
         assert not re.search(r"(claim|heartbeat|complete) failed", worker.log()), worker.log()
     finally:
         execute(dsn, f'ALTER DATABASE "{db}" RESET idle_session_timeout')
+
+
+def test_an_outage_names_each_reason_once_however_they_alternate(caplog: pytest.LogCaptureFixture) -> None:
+    """While the server is stopped, attempts are refused, and the pool's connections opened
+    before the stop fail one by one as they are found broken: the reasons alternate. Each
+    is said once per outage, not at every turn; after the link connected, again."""
+    link = pgq.pools.Link("flapping", logging.getLogger("pgq.test"))
+    at = 'connection to server at "127.0.0.1", port 54329 failed: '
+    refused = psycopg.OperationalError(at + "Connection refused\n\tIs the server running on that host?")
+    closed = psycopg.OperationalError(
+        at + "server closed the connection unexpectedly\n\tThis probably means the server terminated"
+    )
+    with caplog.at_level(logging.INFO, logger="pgq.test"):
+        for exc in (refused, closed, refused, closed, refused, closed):
+            assert link.failed(exc)
+        link.connected()
+        assert link.failed(refused)
+    told = [r.getMessage() for r in caplog.records if r.name == "pgq.test"]
+    assert told == [
+        "flapping: cannot connect to the database: Connection refused; trying again every 0.5 s",
+        "flapping: cannot connect to the database: server closed the connection unexpectedly;"
+        " trying again every 0.5 s",
+        told[2],
+        "flapping: cannot connect to the database: Connection refused; trying again every 0.5 s",
+    ]
+    assert told[2].startswith("flapping: connected to the database again after ")
 
 
 def test_a_refused_pool_says_why_once_and_its_timeout_carries_it(caplog: pytest.LogCaptureFixture) -> None:

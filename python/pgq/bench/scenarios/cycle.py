@@ -78,7 +78,7 @@ def sql_cycle(
     with server.database(name) as dsn:
         for i, entrypoint in enumerate(names):
             share = jobs // entrypoints + (1 if i < jobs % entrypoints else 0)
-            enqueue_jobs(dsn, share, f"{label}: enqueuing", entrypoint=entrypoint)
+            enqueue_jobs(dsn, share, f"{label}: enqueuing {entrypoint}", entrypoint=entrypoint)
         settle(dsn, "pgq._jobs")
         for client in range(clients):  # pgbench's client ids 0..clients-1
             execute(
@@ -92,13 +92,16 @@ def sql_cycle(
             bench_dir() / "pgq_cycle.sql",
             clients=clients,
             seconds=seconds,
+            # One test per status, each on its partial index (an IN list of both would scan).
             empty=(
                 f"SELECT NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({in_names})"
-                " AND j.status IN ('queued', 'running'))"
+                " AND j.status = 'queued')"
+                f" AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({in_names})"
+                " AND j.status = 'running')"
             ),
             completed=f"SELECT count(*) FROM pgq.outcomes WHERE entrypoint IN ({in_names})",
             defines={"batch": batch_size, "entrypoints": "{" + ",".join(names) + "}"},
-            log=server.log_dir / f"pgq-{name.replace('_', '-')}-pgbench.log",
+            log=server.log_dir / ("pgq-sql-pgbench.log" if entrypoints == 1 else "pgq-spread-pgbench.log"),
         )
         count, start, end = execute(
             dsn,
