@@ -29,9 +29,9 @@ QUEUES_ENTRYPOINTS = (1, 100)
 class Rounds:
     """Runs the scenarios in rounds: each round measures every throughput scenario once
     (raw limit, SQL cycles of workers of one and of several entrypoints, pgq drain, PgQueuer
-    drain, held xmin, backlogs), so that other
-    load on the machine falls on all of them alike; the fastest run of each counts. The
-    enqueue cases and the latency runs of pgq and PgQueuer run back to back."""
+    drain, held xmin, backlogs), so that other load on the machine falls on all of them
+    alike; the fastest run of each counts. The enqueue cases and the latency runs of pgq and
+    PgQueuer run back to back."""
 
     def __init__(self, server: Server, selected: list[str], repeat: int) -> None:
         self.server = server
