@@ -260,13 +260,15 @@ def render(results: dict[str, Any]) -> str:
     runs = _get(s, "backlog", "runs") or {}
     sample = _get(s, "backlog", "sample") or 0
     for size, r in sorted(runs.items(), key=lambda kv: int(kv[0])):
+        n = len(r.get("runs", []))
+        medians = f" (medians of {n}: {_x(r.get('median_ratio_to_smallest'))})" if n > 1 else ""
         rows.append(
             [
                 f"drain {_size(sample)} of {_size(int(size))} queued ({r['entrypoints']} entrypoints)",
                 _rate(r["jobs_per_s"]),
                 "",
                 "",
-                f"{_x(r['ratio_to_smallest'])} of the {_size(sample)} rate",
+                f"{_x(r['ratio_to_smallest'])} of the {_size(sample)} rate{medians}",
             ]
         )
     xmin = _get(s, "xmin", "jobs_per_s")

@@ -266,9 +266,13 @@ class Rounds:
         if on("backlog"):
             runs = {str(size): self.best(f"backlog_{size}", "jobs_per_s") for size in sizes}
             base = runs[str(sample)].get("jobs_per_s")
+            base_median = runs[str(sample)].get("median")
             for r in runs.values():
                 if base and "jobs_per_s" in r:
                     r["ratio_to_smallest"] = round(r["jobs_per_s"] / base, 3)
+                    # The drains of the sample take a fraction of a second: single runs
+                    # spread by a fifth, and the medians' ratio is the steadier one.
+                    r["median_ratio_to_smallest"] = round(r["median"] / base_median, 3)
             errors = [f"{size}: {r['error']}" for size, r in runs.items() if "error" in r]
             out["backlog"] = {
                 "sample": sample,

@@ -75,6 +75,8 @@ def test_bench_quick(tmp_path: Path) -> None:
     runs = s["backlog"]["runs"]
     assert set(runs) == {"500", "2000"}
     assert all(r["jobs"] == 500 and r["jobs_per_s"] > 0 for r in runs.values())
+    # One run each here: the ratio of the medians is the ratio of the runs.
+    assert all(r["median_ratio_to_smallest"] == r["ratio_to_smallest"] for r in runs.values()), runs
     reads = s["queues"]["runs"]
     assert set(reads) == {"1", "100"}
     for eps, read in reads.items():
