@@ -18,26 +18,34 @@ from ..drain import Probes
 
 PAYLOAD = '{"n": 1}'
 
-PGQ_PROBES = Probes(
-    started=(
-        "SELECT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.status = 'running')"
-        " OR EXISTS (SELECT 1 FROM pgq._outcomes AS o)"
-    ),
-    busy=(
-        f"SELECT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint = '{ENTRYPOINT}'"
-        " AND j.status = 'queued')"
-        f" OR EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint = '{ENTRYPOINT}'"
-        " AND j.status = 'running')"
-    ),
-    finished=(
-        "SELECT count(*), min(o.started_at), max(o.finished_at) FROM pgq.outcomes AS o"
-        f" WHERE o.entrypoint = '{ENTRYPOINT}' AND o.outcome = 'succeeded'"
-    ),
-    completed=(
-        "SELECT sum(s.n_tup_ins) FROM pg_stat_user_tables AS s"
-        " JOIN pg_inherits AS i ON i.inhrelid = s.relid WHERE i.inhparent = 'pgq._outcomes'::regclass"
-    ),
-)
+
+def pgq_probes(entrypoints: list[str]) -> Probes:
+    """The probes of a drain of these entrypoints' jobs. Busy tests each status apart, each
+    on its partial index (one test of both statements would scan the table)."""
+    names = ", ".join(f"'{n}'" for n in entrypoints)
+    return Probes(
+        started=(
+            "SELECT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.status = 'running')"
+            " OR EXISTS (SELECT 1 FROM pgq._outcomes AS o)"
+        ),
+        busy=(
+            f"SELECT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({names})"
+            " AND j.status = 'queued')"
+            f" OR EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({names})"
+            " AND j.status = 'running')"
+        ),
+        finished=(
+            "SELECT count(*), min(o.started_at), max(o.finished_at) FROM pgq.outcomes AS o"
+            f" WHERE o.entrypoint IN ({names}) AND o.outcome = 'succeeded'"
+        ),
+        completed=(
+            "SELECT sum(s.n_tup_ins) FROM pg_stat_user_tables AS s"
+            " JOIN pg_inherits AS i ON i.inhrelid = s.relid WHERE i.inhparent = 'pgq._outcomes'::regclass"
+        ),
+    )
+
+
+PGQ_PROBES = pgq_probes([ENTRYPOINT])
 
 
 def worker_argv(dsn: str, concurrency: int, batch_size: int, defaults: bool = False) -> list[str]:

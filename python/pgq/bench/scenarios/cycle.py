@@ -11,7 +11,7 @@ from typing import Any
 from ..app import ENTRYPOINT
 from ..db import Server, bench_dir, execute, note, settle
 from ..drain import pgbench_drain
-from .common import PAYLOAD, enqueue_jobs, fill_in_chunks
+from .common import PAYLOAD, enqueue_jobs, fill_in_chunks, pgq_probes
 
 # --- 1. the raw limit -------------------------------------------------------------------
 
@@ -74,6 +74,7 @@ def sql_cycle(
     names = [ENTRYPOINT] + [f"{ENTRYPOINT}_{i}" for i in range(1, entrypoints)]
     name = "sql_cycle" if entrypoints == 1 else f"sql_cycle_{entrypoints}"
     label = "pgq SQL" if entrypoints == 1 else f"pgq SQL, {entrypoints} entrypoints"
+    probes = pgq_probes(names)
     in_names = ", ".join(f"'{n}'" for n in names)
     with server.database(name) as dsn:
         for i, entrypoint in enumerate(names):
@@ -92,22 +93,12 @@ def sql_cycle(
             bench_dir() / "pgq_cycle.sql",
             clients=clients,
             seconds=seconds,
-            # One test per status, each on its partial index (an IN list of both would scan).
-            empty=(
-                f"SELECT NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({in_names})"
-                " AND j.status = 'queued')"
-                f" AND NOT EXISTS (SELECT 1 FROM pgq._jobs AS j WHERE j.entrypoint IN ({in_names})"
-                " AND j.status = 'running')"
-            ),
+            empty=f"SELECT NOT ({probes.busy.removeprefix('SELECT ')})",
             completed=f"SELECT count(*) FROM pgq.outcomes WHERE entrypoint IN ({in_names})",
             defines={"batch": batch_size, "entrypoints": "{" + ",".join(names) + "}"},
             log=server.log_dir / ("pgq-sql-pgbench.log" if entrypoints == 1 else "pgq-spread-pgbench.log"),
         )
-        count, start, end = execute(
-            dsn,
-            "SELECT count(*), min(o.started_at), max(o.finished_at) FROM pgq.outcomes AS o"
-            f" WHERE o.entrypoint IN ({in_names}) AND o.outcome = 'succeeded'",
-        )[0]
+        count, start, end = execute(dsn, probes.finished)[0]
     span = (end - start).total_seconds()
     return {
         "jobs": count,
