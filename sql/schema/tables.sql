@@ -112,7 +112,12 @@ CREATE TABLE pgq._jobs_default (
     autovacuum_analyze_scale_factor = 0.05,
     autovacuum_vacuum_cost_delay = 0
 );
-ALTER TABLE pgq._jobs ATTACH PARTITION pgq._jobs_default DEFAULT;
+-- In a DO block: sqlfluff does not parse ATTACH PARTITION ... DEFAULT.
+DO $$
+BEGIN
+    ALTER TABLE pgq._jobs ATTACH PARTITION pgq._jobs_default DEFAULT;
+END
+$$;
 
 -- The claim walks this index in claim order and stops after batch_size rows. Its columns
 -- sort in one direction so that the claim's low-water mark (pgq._marks), a row comparison,

@@ -95,10 +95,7 @@ def run_calls(c: psycopg.Connection, worker: str, notices: list[str] | None = No
             text = " ".join(doc["Query Text"].split())[:80]
             if "JIT" in doc:
                 found.setdefault(name, []).append(f"JIT: {text}")
-            if any(
-                on_jobs(n) and n["Node Type"] == "Seq Scan"
-                for n in plan_nodes(doc["Plan"])
-            ):
+            if any(on_jobs(n) and n["Node Type"] == "Seq Scan" for n in plan_nodes(doc["Plan"])):
                 found.setdefault(name, []).append(text)
     return found
 
@@ -135,5 +132,8 @@ def test_calls_walk_the_indexes_after_the_queue_was_analyzed_empty(emptied: str,
         assert not found, "\n".join(f"{name}: {text}" for name, texts in found.items() for text in texts)
         # The statistics still say the table is empty: nothing analyzed it meanwhile.
         assert (
-            c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass").fetchone()[0] == 0
+            c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass").fetchone()[
+                0
+            ]
+            == 0
         )

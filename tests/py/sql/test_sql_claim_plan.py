@@ -66,9 +66,9 @@ def backlog(template_db: str) -> Iterator[str]:
 def assert_walks_the_claim_index(plan: dict[str, Any]) -> None:
     nodes = list(plan_nodes(plan))
     kinds = [n["Node Type"] for n in nodes]
-    assert any(n.get("Index Name") == "_jobs_default_claim_idx" and n["Node Type"] == "Index Scan" for n in nodes), (
-        kinds
-    )
+    assert any(
+        n.get("Index Name") == "_jobs_default_claim_idx" and n["Node Type"] == "Index Scan" for n in nodes
+    ), kinds
     assert not [k for k in kinds if "Sort" in k], f"the claim sorts: {kinds}"
     assert "Seq Scan" not in kinds, kinds
     assert "Bitmap Heap Scan" not in kinds, f"a bitmap scan cannot return rows in order: {kinds}"
@@ -176,7 +176,9 @@ def test_backlog_is_what_the_plan_tests_assume(backlog: str) -> None:
         ).fetchone()
         assert per_ep[2] == ENTRYPOINTS
         assert per_ep[0] > ROWS // ENTRYPOINTS - 1000
-        stats = c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass").fetchone()[0]
+        stats = c.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass"
+        ).fetchone()[0]
         assert stats > ROWS * 0.9, "the table was not analysed"
 
 
