@@ -22,6 +22,11 @@ DECLARE
     v_moved bigint;
 BEGIN
     PERFORM pgq._check_entrypoint('entrypoint', entrypoint);
+    -- Looked for before the lock (a call for an entrypoint without a partition stops no
+    -- one) and again under it (another call may have dropped it meanwhile).
+    IF to_regclass(format('pgq.%I', v_name)) IS NULL THEN
+        RETURN 0;
+    END IF;
     LOCK TABLE pgq._jobs IN ACCESS EXCLUSIVE MODE;
     IF to_regclass(format('pgq.%I', v_name)) IS NULL THEN
         RETURN 0;
@@ -31,8 +36,8 @@ BEGIN
     WHERE a.attrelid = 'pgq._jobs'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
 
     EXECUTE format('ALTER TABLE pgq._jobs DETACH PARTITION pgq.%I', v_name);
-    -- Into the default partition itself: through pgq._jobs the ids would be generated
-    -- anew, and its triggers would treat the jobs as new ones.
+    -- Into the default partition itself, not through pgq._jobs, whose statement trigger
+    -- would treat the jobs as new ones (pgq._trg_marks_inserted).
     PERFORM pg_catalog.set_config('pgq.moving', 'on', TRUE);
     EXECUTE format(
         'INSERT INTO pgq._jobs_default (%2$s) SELECT %2$s FROM pgq.%1$I', v_name, v_columns
