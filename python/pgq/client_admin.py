@@ -119,7 +119,7 @@ class ClientAdmin:
 
     def isolate(self, entrypoint: str, *, conn: Conn = None) -> int:
         """Give an entrypoint a partition of the job table of its own and move its jobs
-        there (pgq.isolate: it locks the shared partition while it moves them); returns the
+        there (pgq.isolate: it locks the job table while it moves them); returns the
         jobs moved, 0 when it had one already."""
         return int(self._run(q.isolate(entrypoint), conn))
 

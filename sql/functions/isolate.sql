@@ -6,14 +6,13 @@
 -- has the figures). In a partition of its own its jobs fill pages of their own.
 -- What it costs: each partition is a table with its indexes. Statements that take job ids
 -- (complete, fail, cancel, job, ...) look the ids up in every partition, and PostgreSQL
--- before 18 locks every partition of a generic plan: give partitions to the few entrypoints
--- that need them (the ones with big backlogs among many others), not to every one.
--- Locks: pgq._jobs_default in ACCESS EXCLUSIVE mode, from the start to the commit: it waits
--- for the transactions that use the default partition (workers' claims and completions,
--- producers' open transactions), and every statement on it waits for this one, which
--- reads the whole default partition twice (to move the jobs, and when the partition is
--- attached): 0.17-0.24 s for 10k jobs among a million (docs/scaling.md). The moved jobs' workers settle them as before (a
--- move is no delivery and no end: nobody waiting for a job is told it finished).
+-- locks every partition of a generic plan: give partitions to the few entrypoints that
+-- need them (the ones with big backlogs among many others), not to every one.
+-- Locks: the job table and all its partitions (pgq._lock_jobs), from the start to the
+-- commit: every statement on them waits for this one, which reads the whole default
+-- partition twice (to move the jobs, and when the partition is attached): 0.17-0.24 s for
+-- 10k jobs among a million (docs/scaling.md). The moved jobs' workers settle them as
+-- before (a move is no delivery and no end: nobody waiting for a job is told it finished).
 -- Parameters: entrypoint.
 -- Returns the number of jobs moved; 0 when the entrypoint had a partition already (nothing
 -- changes). Raises PQ001 for an invalid entrypoint; nothing changes then.
@@ -36,7 +35,7 @@ BEGIN
     IF to_regclass(format('pgq.%I', v_name)) IS NOT NULL THEN
         RETURN 0;
     END IF;
-    LOCK TABLE pgq._jobs_default IN ACCESS EXCLUSIVE MODE;
+    PERFORM pgq._lock_jobs();
     IF to_regclass(format('pgq.%I', v_name)) IS NOT NULL THEN
         RETURN 0;
     END IF;
@@ -53,7 +52,7 @@ BEGIN
         '  autovacuum_vacuum_cost_delay = 0)',
         v_name
     );
-    PERFORM pg_catalog.set_config('pgq.moving', 'on', TRUE);
+    PERFORM pg_catalog.set_config('pgq.moving', pg_catalog.pg_current_xact_id()::text, TRUE);
     EXECUTE format(
         'WITH moved AS (DELETE FROM pgq._jobs_default AS j WHERE j.entrypoint = $1 RETURNING j.*)'
         ' INSERT INTO pgq.%1$I (%2$s) SELECT %2$s FROM moved',

@@ -1,10 +1,9 @@
 -- pgq.unisolate: the reverse of pgq.isolate. The entrypoint's partition is detached, its live
 -- jobs move back into pgq._jobs_default, ids and all, and the partition is dropped, in one
 -- transaction.
--- Locks: pgq._jobs and all its partitions in ACCESS EXCLUSIVE mode (a partition is detached
--- under that lock), from the start to the commit: it waits for every open transaction that
--- uses the job table, and every statement on it waits for this one; the moved jobs are
--- written again, with their indexes. A move is no delivery and no end, as in pgq.isolate.
+-- Locks: the job table and all its partitions (pgq._lock_jobs; a partition is detached
+-- under that lock), from the start to the commit: every statement on them waits for this
+-- one; the moved jobs are written again, with their indexes. A move is no delivery and no end, as in pgq.isolate.
 -- Parameters: entrypoint.
 -- Returns the number of jobs moved; 0 when the entrypoint had no partition of its own
 -- (nothing changes). Raises PQ001 for an invalid entrypoint; nothing changes then.
@@ -27,7 +26,7 @@ BEGIN
     IF to_regclass(format('pgq.%I', v_name)) IS NULL THEN
         RETURN 0;
     END IF;
-    LOCK TABLE pgq._jobs IN ACCESS EXCLUSIVE MODE;
+    PERFORM pgq._lock_jobs();
     IF to_regclass(format('pgq.%I', v_name)) IS NULL THEN
         RETURN 0;
     END IF;
@@ -37,10 +36,13 @@ BEGIN
 
     EXECUTE format('ALTER TABLE pgq._jobs DETACH PARTITION pgq.%I', v_name);
     -- Into the default partition itself, not through pgq._jobs, whose statement trigger
-    -- would treat the jobs as new ones (pgq._trg_marks_inserted).
-    PERFORM pg_catalog.set_config('pgq.moving', 'on', TRUE);
+    -- would treat the jobs as new ones (pgq._trg_marks_inserted); the deferred check of
+    -- waiting jobs (pgq._trg_check_waiting) runs again for the moved ones, which changes
+    -- nothing. OVERRIDING SYSTEM VALUE: from PostgreSQL 17 on, the partition has the
+    -- identity of pgq._jobs.
+    PERFORM pg_catalog.set_config('pgq.moving', pg_catalog.pg_current_xact_id()::text, TRUE);
     EXECUTE format(
-        'INSERT INTO pgq._jobs_default (%2$s) SELECT %2$s FROM pgq.%1$I', v_name, v_columns
+        'INSERT INTO pgq._jobs_default (%2$s) OVERRIDING SYSTEM VALUE SELECT %2$s FROM pgq.%1$I', v_name, v_columns
     );
     GET DIAGNOSTICS v_moved = ROW_COUNT;
     PERFORM pg_catalog.set_config('pgq.moving', '', TRUE);

@@ -11,6 +11,7 @@ worker whose entrypoints are in different partitions, acts on exactly its jobs.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -211,3 +212,94 @@ def test_only_pgq_admin_may_move_partitions(db: str) -> None:
                 )
             }
             assert grantees == {"pgq_owner", "pgq_admin"}, (function, grantees)
+
+
+def test_calls_during_a_move_wait_for_it_and_find_their_jobs(db: str) -> None:
+    """Forced: pgq.isolate is left uncommitted while a worker completes jobs it holds and a
+    producer enqueues one of the moving entrypoint. Both wait for the move, then act on the
+    jobs where the move put them (locking the default partition alone, the completion
+    found nothing and the enqueue broke the default partition's constraint)."""
+    with (
+        psycopg.connect(db, autocommit=True) as c,
+        psycopg.connect(db) as admin,
+        psycopg.connect(db, autocommit=True) as worker_conn,
+        psycopg.connect(db, autocommit=True) as producer,
+    ):
+        c.execute("SELECT pgq.enqueue_batch('iso', array_fill('{}'::jsonb, ARRAY[3]))")
+        worker = scalar(c, "SELECT pgq.register_worker('w', ARRAY['iso'])")
+        held = sorted(r[0] for r in c.execute("SELECT id FROM pgq.claim_v3(%s, ARRAY['iso'], 2)", (worker,)))
+        assert scalar(admin, "SELECT pgq.isolate('iso')") == 3  # not committed yet
+        done: list[list[int]] = []
+        enqueued: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda: done.append(
+                    sorted(
+                        r[0]
+                        for r in worker_conn.execute("SELECT * FROM pgq.complete(%s, %s)", (worker, held))
+                    )
+                )
+            ),
+            threading.Thread(target=lambda: enqueued.append(scalar(producer, "SELECT pgq.enqueue('iso')"))),
+        ]
+        for thread in threads:
+            thread.start()
+        for conn in (worker_conn, producer):
+            assert wait_until_waiting_on_lock(c, conn.info.backend_pid)
+        admin.commit()
+        for thread in threads:
+            thread.join(10)
+        assert done == [held]
+        assert partition_of(c, enqueued[0]) != "pgq._jobs_default"
+        assert scalar(c, "SELECT count(*) FROM pgq._jobs WHERE entrypoint = 'iso' AND status = 'queued'") == 2
+
+
+def test_a_move_gives_way_to_a_long_transaction_and_then_gives_up(db: str) -> None:
+    """Forced: a transaction keeps a lock on the job table. pgq.isolate tries in turns of
+    half a second, so the queue's statements get through between them, and raises 55P03
+    after 12 seconds, changing nothing."""
+    with (
+        psycopg.connect(db, autocommit=True) as c,
+        psycopg.connect(db) as long_reader,
+        psycopg.connect(db, autocommit=True) as admin,
+    ):
+        c.execute("SELECT pgq.enqueue('iso')")
+        long_reader.execute("SELECT count(*) FROM pgq._jobs")  # ACCESS SHARE until it ends
+        errors: list[str] = []
+
+        def move() -> None:
+            try:
+                admin.execute("SELECT pgq.isolate('iso')")
+            except psycopg.Error as exc:
+                errors.append(exc.sqlstate or "")
+
+        thread = threading.Thread(target=move)
+        started = time.monotonic()
+        thread.start()
+        slowest = 0.0
+        while thread.is_alive() and time.monotonic() - started < 30:
+            t0 = time.monotonic()
+            c.execute("SELECT pgq.enqueue('other')")
+            slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.05)
+        thread.join(1)
+        assert errors == ["55P03"]
+        assert 11 < time.monotonic() - started < 20
+        assert slowest < 1.5, slowest  # never held up for a whole try and more
+        long_reader.rollback()
+        assert (
+            partition_of(c, scalar(c, "SELECT id FROM pgq._jobs WHERE entrypoint = 'iso'"))
+            == "pgq._jobs_default"
+        )
+
+
+def test_the_setting_of_a_move_cannot_silence_a_real_end(db: str) -> None:
+    """pgq.moving is a session setting anyone may set: only the value of the moving
+    transaction itself (its id) silences the end-of-job triggers."""
+    with psycopg.connect(db, autocommit=True) as c, psycopg.connect(db, autocommit=True) as listener:
+        job = scalar(c, "SELECT pgq.enqueue('iso')")
+        c.execute("SELECT pgq.watch(%s)", (job,))
+        listener.execute("LISTEN pgq_finished")
+        c.execute("SET pgq.moving = 'on'")
+        c.execute("SELECT pgq.cancel(%s)", ([job],))
+        assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [str(job)]
