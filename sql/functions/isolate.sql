@@ -15,7 +15,9 @@
 -- before (a move is no delivery and no end: nobody waiting for a job is told it finished).
 -- Parameters: entrypoint.
 -- Returns the number of jobs moved; 0 when the entrypoint had a partition already (nothing
--- changes). Raises PQ001 for an invalid entrypoint; nothing changes then.
+-- changes). Raises PQ001 for an invalid entrypoint, 0A000 where pgq is the extension
+-- (CREATE EXTENSION pgq), 55P03 when the job table stays in use (pgq._lock_jobs); nothing
+-- changes then.
 CREATE OR REPLACE FUNCTION pgq.isolate(entrypoint text)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -30,6 +32,17 @@ DECLARE
     v_moved bigint;
 BEGIN
     PERFORM pgq._check_entrypoint('entrypoint', entrypoint);
+    -- In an install made by CREATE EXTENSION the partitioned table and its indexes are
+    -- members of the extension and a partition made here would not be: pg_restore then
+    -- creates the partition's indexes twice, and fails (tests/py/lifecycle/test_extension.py).
+    IF EXISTS (
+        SELECT 1 FROM pg_catalog.pg_depend AS d
+        WHERE d.classid = 'pg_class'::regclass AND d.objid = 'pgq._jobs'::regclass AND d.deptype = 'e'
+    ) THEN
+        RAISE EXCEPTION 'pgq: pgq.isolate is not available where pgq is the extension'
+        USING ERRCODE = 'feature_not_supported',
+              HINT = 'A dump of the database could not be restored with such a partition. Install pgq with pgq install, or pgq sql install, to use it.';
+    END IF;
     -- Looked for before the lock (a call for an entrypoint isolated already stops no one)
     -- and again under it (another call may have made it meanwhile).
     IF to_regclass(format('pgq.%I', v_name)) IS NOT NULL THEN
