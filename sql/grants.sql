@@ -96,6 +96,8 @@ pgq.forget_steps(bigint[]),
 pgq.rerun(bigint[]),
 pgq.pause(text, boolean),
 pgq.resume(text),
+pgq.isolate(text),
+pgq.unisolate(text),
 pgq.configure(
     text, integer, interval, interval, interval, interval, integer, numeric, interval, integer, integer, integer,
     boolean

@@ -29,7 +29,9 @@ BEGIN
         SELECT format('DROP TRIGGER %I ON pgq.%I', t.tgname, c.relname)
         FROM pg_catalog.pg_trigger AS t
         INNER JOIN pg_catalog.pg_class AS c ON t.tgrelid = c.oid
-        WHERE c.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal AND NOT t.xmin = v_xid
+        -- A partition's copy of a trigger of its partitioned table (tgparentid) goes with it.
+        WHERE c.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal AND t.tgparentid = 0
+          AND NOT t.xmin = v_xid
           AND NOT EXISTS (
               SELECT 1 FROM pg_catalog.pg_description AS d
               WHERE d.classoid = 'pg_trigger'::regclass AND d.objoid = t.oid AND d.xmin = v_xid

@@ -115,6 +115,18 @@ class AsyncClientAdmin:
         """Let claims take an entrypoint's jobs again."""
         await self._run(q.resume(entrypoint), conn)
 
+    async def isolate(self, entrypoint: str, *, conn: Conn = None) -> int:
+        """Give an entrypoint a partition of the job table of its own and move its jobs
+        there (pgq.isolate: it locks the job table while it moves them); returns the
+        jobs moved, 0 when it had one already."""
+        return int(await self._run(q.isolate(entrypoint), conn))
+
+    async def unisolate(self, entrypoint: str, *, conn: Conn = None) -> int:
+        """Move an entrypoint's jobs back into the shared partition and drop its own
+        (pgq.unisolate: it locks the whole job table while it moves them); returns the jobs
+        moved, 0 when it had no partition of its own."""
+        return int(await self._run(q.unisolate(entrypoint), conn))
+
     async def configure(
         self,
         entrypoint: str,

@@ -17,7 +17,7 @@
 -- (approximate is TRUE): the state's index size from the statistics of the last VACUUM or
 -- ANALYZE (scaled to the index's current size, as the planner does; without usable
 -- statistics, from the index's size alone), less what was counted exactly, shared among the
--- entrypoints over their cap by their frequency in the table's statistics; never less than
+-- entrypoints over their cap by their rows in the statistics of their partitions; never less than
 -- what was counted.
 -- exact_limit NULL: the setting pgq.queues_exact_limit, else 100000.
 -- Raises PQ001 when the limit (argument or setting) is not a whole number from 0 up.
@@ -123,7 +123,7 @@ BEGIN
     );
     -- Not shared: each entrypoint's counts are exact up to the limit, whatever the others
     -- hold, within a budget of 2 x the limit index entries per read: the entrypoints are
-    -- counted smallest first (by their frequency in the table's statistics), and once the
+    -- counted smallest first (by their rows in the partitions' statistics), and once the
     -- budget is spent the rest are counted up to 1,000 each (so a small queue stays exact)
     -- and estimated above that.
     v_share_dead := v_limit;
@@ -132,10 +132,15 @@ BEGIN
         SELECT e.ep
         FROM (SELECT DISTINCT u.ep FROM unnest(v_pair_ep) AS u (ep)) AS e
         LEFT JOIN (
-            SELECT m.val, m.freq
-            FROM pg_catalog.pg_stats AS s,
+            -- Rows, not frequencies: each partition of pgq._jobs has statistics of its own.
+            -- (summed: one may still list an entrypoint that moved out of it).
+            SELECT m.val, sum(m.freq * greatest(t.reltuples, 0)) AS freq
+            FROM pg_catalog.pg_partition_tree('pgq._jobs') AS p
+            INNER JOIN pg_catalog.pg_class AS t ON p.relid = t.oid
+            INNER JOIN pg_catalog.pg_stats AS s ON s.schemaname = 'pgq' AND s.tablename = t.relname,
                 unnest(s.most_common_vals::text::text [], s.most_common_freqs) AS m (val, freq)
-            WHERE s.schemaname = 'pgq' AND s.tablename = '_jobs' AND s.attname = 'entrypoint'
+            WHERE p.isleaf AND s.attname = 'entrypoint'
+            GROUP BY m.val
         ) AS f ON e.ep = f.val
         ORDER BY coalesce(f.freq, 0), e.ep
     LOOP
@@ -208,7 +213,7 @@ BEGIN
     -- missing or plainly stale (fewer than were just counted): entries of about `width`
     -- bytes (line pointer included) filling 90% of a page, as jobs appended in run_at order
     -- fill them (jobs of many entrypoints interleaved leave pages emptier: an overestimate
-    -- until autovacuum analyzes the table).
+    -- until autovacuum analyzes the table). Summed over the partitions' indexes.
     totals AS (
         SELECT
             x.status,
@@ -220,8 +225,10 @@ BEGIN
             SELECT
                 i.status,
                 -- Rounded: 8 / 1361 * 1361 is 7.999... in floating point, under a count of 8.
-                CASE WHEN c.relpages > 1 AND c.reltuples >= 0 THEN round(c.reltuples / c.relpages * i.pages) END AS by_stats,
-                (i.pages - 1) * (i.block - 40) * 0.9 / i.width AS by_size,
+                sum(
+                    CASE WHEN c.relpages > 1 AND c.reltuples >= 0 THEN round(c.reltuples / c.relpages * i.pages) END
+                ) AS by_stats,
+                sum(greatest(i.pages - 1, 0) * (i.block - 40) * 0.9 / i.width) AS by_size,
                 (
                     SELECT coalesce(sum(e.due + e.later), 0) FROM per_ep AS e WHERE i.status = 'queued'
                 ) + (
@@ -229,42 +236,55 @@ BEGIN
                 ) AS counted
             FROM (
                 SELECT
-                    v.status, v.idx, v.width,
+                    v.status, p.relid AS idx, v.width,
                     pg_catalog.current_setting('block_size')::float8 AS block,
-                    pg_catalog.pg_relation_size(v.idx)
+                    pg_catalog.pg_relation_size(p.relid)
                     / pg_catalog.current_setting('block_size')::float8 AS pages
                 FROM (
                     VALUES ('queued', 'pgq._jobs_claim_idx'::regclass, 52), ('dead', 'pgq._jobs_dead_idx'::regclass, 32)
                 ) AS v (status, idx, width)
+                CROSS JOIN LATERAL pg_catalog.pg_partition_tree(v.idx) AS p
+                WHERE p.isleaf
             ) AS i
             INNER JOIN pg_catalog.pg_class AS c ON i.idx = c.oid
+            GROUP BY i.status
         ) AS x
     ),
+    -- The statistics of each partition, as rows (a frequency times the partition's rows):
+    -- the default partition's stand for an entrypoint that none of them lists.
     ep_stats AS MATERIALIZED (
         SELECT
+            t.oid = 'pgq._jobs_default'::regclass AS is_default,
             s.most_common_vals::text::text [] AS vals,
             s.most_common_freqs AS freqs,
-            (1 - s.null_frac - coalesce((SELECT sum(f) FROM unnest(s.most_common_freqs) AS f), 0))
+            greatest(t.reltuples, 0) AS tuples,
+            greatest(t.reltuples, 0)
+            * (1 - s.null_frac - coalesce((SELECT sum(f) FROM unnest(s.most_common_freqs) AS f), 0))
             / greatest(
                 CASE WHEN s.n_distinct >= 0 THEN s.n_distinct
                     ELSE -s.n_distinct * greatest(t.reltuples, 0) END
                 - coalesce(cardinality(s.most_common_freqs), 0),
                 1
             ) AS other_freq
-        FROM pg_catalog.pg_stats AS s
-        CROSS JOIN pg_catalog.pg_class AS t
-        WHERE s.schemaname = 'pgq' AND s.tablename = '_jobs' AND s.attname = 'entrypoint'
-          AND t.oid = 'pgq._jobs'::regclass
+        FROM pg_catalog.pg_partition_tree('pgq._jobs') AS p
+        INNER JOIN pg_catalog.pg_class AS t ON p.relid = t.oid
+        INNER JOIN pg_catalog.pg_stats AS s ON s.schemaname = 'pgq' AND s.tablename = t.relname
+        WHERE p.isleaf AND s.attname = 'entrypoint'
     ),
     mcv AS MATERIALIZED (
-        SELECT u.val, u.freq FROM ep_stats AS st, unnest(st.vals, st.freqs) AS u (val, freq)
+        -- Summed: a partition's statistics may still list an entrypoint that moved out of it.
+        SELECT u.val, sum(u.freq * st.tuples) AS freq
+        FROM ep_stats AS st, unnest(st.vals, st.freqs) AS u (val, freq)
+        GROUP BY u.val
     ),
     -- The counts that went over the limit, with what was counted (a lower bound) and the
-    -- entrypoint's weight: its frequency in the table's statistics.
+    -- entrypoint's weight: its rows in the partitions' statistics.
     over AS (
         SELECT
             o.ep, o.kind, o.status, o.counted,
-            greatest(coalesce(m.freq, (SELECT st.other_freq FROM ep_stats AS st), 1), 1e-9)::float8 AS weight
+            greatest(
+                coalesce(m.freq, (SELECT st.other_freq FROM ep_stats AS st WHERE st.is_default), 1), 1e-9
+            )::float8 AS weight
         FROM (
             SELECT e.ep, 'due' AS kind, 'queued' AS status, e.due AS counted FROM per_ep AS e WHERE e.due_over
             UNION ALL

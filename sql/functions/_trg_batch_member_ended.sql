@@ -15,6 +15,11 @@ AS $$
 DECLARE
     v_xact xid8 := pg_catalog.pg_current_xact_id();
 BEGIN
+    -- A job that pgq.isolate or pgq.unisolate moves to another partition has not ended:
+    -- they set pgq.moving to their transaction's id (a value no other transaction matches).
+    IF pg_catalog.current_setting('pgq.moving', TRUE) = pg_catalog.pg_current_xact_id()::text THEN
+        RETURN NULL;
+    END IF;
     IF tg_op = 'DELETE' THEN
         UPDATE pgq._batch_members AS m SET ended_xact = v_xact
         WHERE m.batch_id = old.batch_id AND m.job_id = old.id AND m.ended_xact IS DISTINCT FROM v_xact;

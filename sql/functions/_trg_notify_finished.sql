@@ -10,6 +10,11 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- A job that pgq.isolate or pgq.unisolate moves to another partition has not ended:
+    -- they set pgq.moving to their transaction's id (a value no other transaction matches).
+    IF pg_catalog.current_setting('pgq.moving', TRUE) = pg_catalog.pg_current_xact_id()::text THEN
+        RETURN NULL;
+    END IF;
     IF tg_op = 'DELETE' THEN
         PERFORM pg_catalog.pg_notify('pgq_finished', old.id::text);
     ELSE

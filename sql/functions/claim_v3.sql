@@ -196,7 +196,10 @@ BEGIN
     -- key per job, about 5% of the claim's server CPU: a locked row cannot move, and a row
     -- that another transaction changed between this statement's snapshot and the lock is
     -- not visible at its new ctid, so it is not updated nor returned; it stays locked until
-    -- this claim commits, then queued for the next one. pgq._entrypoints_to_claim (inlined)
+    -- this claim commits, then queued for the next one. A ctid names a row only within its
+    -- partition: the update matches each row's partition too (tableoid), so that a worker of
+    -- entrypoints in several partitions (pgq.isolate) changes only the rows it locked (one
+    -- TID lookup per row and partition). pgq._entrypoints_to_claim (inlined)
     -- says where each entrypoint's scan starts, and which entrypoints have limits now: one
     -- that this call did not lock above (it was paused, or had no limit or keyed job yet)
     -- gets nothing, so that a resume, a configure or a first keyed job committed since
@@ -207,10 +210,10 @@ BEGIN
             SELECT s.* FROM pgq._entrypoints_to_claim(entrypoints) AS s
         ),
         candidates AS (
-            SELECT c.ctid
+            SELECT c.tableoid, c.ctid
             FROM allowance AS a
             CROSS JOIN LATERAL (
-                SELECT j.ctid, j.id, j.priority, j.run_at
+                SELECT j.tableoid, j.ctid, j.id, j.priority, j.run_at
                 FROM pgq._jobs AS j
                 WHERE j.entrypoint = a.ep AND j.status = 'queued' AND j.run_at <= now()
                   AND ROW(-j.priority::bigint, j.run_at, j.id) >= ROW(a.from_np, a.from_run, a.from_id)
@@ -226,6 +229,7 @@ BEGIN
             UPDATE pgq._jobs AS j
             SET status = 'running', worker_id = claim_v3.worker_id, deliveries = j.deliveries + 1, started_at = now()
             WHERE j.ctid = ANY (ARRAY(SELECT c.ctid FROM candidates AS c))
+              AND (j.tableoid, j.ctid) IN (SELECT c.tableoid, c.ctid FROM candidates AS c)
             RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries,
                       j.enqueued_at, j.run_at, j.max_attempts, j.concurrency_key, j.delivery_reason
         )

@@ -43,10 +43,14 @@ CREATE TABLE pgq._queues (
 );
 
 -- Live jobs only: queued, waiting, running and dead. Finished jobs leave this table for
--- pgq._outcomes, so it stays small whatever the history. Claims rewrite rows constantly:
--- a lower fillfactor leaves room on the page and vacuum runs early.
+-- pgq._outcomes, so it stays small whatever the history. Partitioned by entrypoint: every
+-- entrypoint's jobs are in pgq._jobs_default, but those of an entrypoint given a partition
+-- of its own (pgq.isolate), whose jobs then fill pages of their own (docs/scaling.md). Ids
+-- are unique through the one sequence; each partition has its own primary key on id (one
+-- on the partitioned table would have to include the entrypoint: a wider index that every
+-- lookup by id would walk), made by pgq.isolate for the partitions it creates.
 CREATE TABLE pgq._jobs (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id bigint GENERATED ALWAYS AS IDENTITY,
     entrypoint text NOT NULL,
     status text NOT NULL DEFAULT 'queued',
     priority integer NOT NULL DEFAULT 0,
@@ -92,6 +96,15 @@ CREATE TABLE pgq._jobs (
     batch_id bigint,
     CONSTRAINT _jobs_status_check CHECK (status IN ('queued', 'waiting', 'running', 'dead')),
     CONSTRAINT _jobs_held_check CHECK ((status = 'running') = (worker_id IS NOT NULL))
+) PARTITION BY LIST (entrypoint);
+
+-- Made as a table and attached, as migrations/0020_jobs_partitioned.sql makes it of the
+-- table of earlier releases (so both give one schema). Claims rewrite rows constantly: a
+-- lower fillfactor leaves room on the page and vacuum runs early (pgq.isolate gives its
+-- partitions the same settings).
+CREATE TABLE pgq._jobs_default (
+    LIKE pgq._jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS,
+    CONSTRAINT _jobs_pkey PRIMARY KEY (id)
 ) WITH (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.02,
@@ -99,6 +112,12 @@ CREATE TABLE pgq._jobs (
     autovacuum_analyze_scale_factor = 0.05,
     autovacuum_vacuum_cost_delay = 0
 );
+-- In a DO block: sqlfluff does not parse ATTACH PARTITION ... DEFAULT.
+DO $$
+BEGIN
+    ALTER TABLE pgq._jobs ATTACH PARTITION pgq._jobs_default DEFAULT;
+END
+$$;
 
 -- The claim walks this index in claim order and stops after batch_size rows. Its columns
 -- sort in one direction so that the claim's low-water mark (pgq._marks), a row comparison,
@@ -141,6 +160,26 @@ CREATE INDEX _jobs_waiting_idx ON pgq._jobs USING gin (depends_on) WHERE status 
 -- true of every waiting job (_jobs_held_check); the dependents' lookups do not state it,
 -- so the planner cannot take this index for them instead of the one above.
 CREATE INDEX _jobs_waiting_any_idx ON pgq._jobs (id) WHERE status = 'waiting' AND worker_id IS NULL;
+
+-- Each index above is a partitioned index: its index on a partition is named after it
+-- (_jobs_claim_idx: _jobs_default_claim_idx), as migrations/0020_jobs_partitioned.sql names
+-- the indexes of earlier releases' table and pgq.isolate those of its partitions.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT c.relname AS child, p.relname AS parent
+        FROM pg_catalog.pg_inherits AS i
+        JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+        JOIN pg_catalog.pg_class AS p ON p.oid = i.inhparent
+        JOIN pg_catalog.pg_index AS x ON x.indexrelid = c.oid
+        WHERE x.indrelid = 'pgq._jobs_default'::regclass
+    LOOP
+        EXECUTE format('ALTER INDEX pgq.%I RENAME TO %I', r.child, '_jobs_default' || substr(r.parent, 6));
+    END LOOP;
+END
+$$;
 
 -- Workers: a lease is held by the worker row, so one heartbeat UPDATE extends the leases
 -- of every job the worker holds.

@@ -47,6 +47,7 @@ SQL_LEVEL_MODULES = frozenset(
         "test_faults_sql",
         "test_held_snapshot",
         "test_hostile_input",
+        "test_isolate",
         "test_keys",
         "test_least_privilege",
         "test_managed",

@@ -475,7 +475,7 @@ SELECT pg_temp.plan_of(
         FOR UPDATE SKIP LOCKED
     $$
 ) AS plan;
-SELECT matches((SELECT p.plan FROM t_plan AS p), '_jobs_claim_idx', 'the claim query uses _jobs_claim_idx');
+SELECT matches((SELECT p.plan FROM t_plan AS p), '_jobs_default_claim_idx', 'the claim query uses the claim index');
 SELECT doesnt_match((SELECT p.plan FROM t_plan AS p), 'Sort', 'the claim query needs no sort');
 SELECT doesnt_match((SELECT p.plan FROM t_plan AS p), 'Seq Scan', 'the claim query scans no table');
 SELECT is(

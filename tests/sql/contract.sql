@@ -3,7 +3,7 @@
 -- search_path, comments, the views, and the privileges of pgq_producer, pgq_worker, pgq_admin
 -- and PUBLIC (sql/grants.sql). Changing any of this is an API change: update this file with it.
 BEGIN;
-SELECT plan(316);
+SELECT plan(330);
 
 -- Public functions (the internal `_` helpers are not API; they are added to the expected
 -- list as found, so that only the public names are pinned).
@@ -12,10 +12,10 @@ SELECT functions_are(
     ARRAY[
         'batch', 'batch_results', 'cancel', 'claim', 'claim_v3', 'complete', 'configure', 'confirm_cancel', 'dependency_results', 'enqueue',
         'enqueue_batch', 'enqueue_job', 'enqueue_trigger', 'explain', 'forget_steps',
-        'fail', 'heartbeat', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step',
+        'fail', 'heartbeat', 'isolate', 'job', 'job_status', 'pause', 'progress', 'prune', 'reap', 'record_step',
         'register_worker', 'release', 'rerun', 'resume',
         'retry', 'run_now', 'run_schedules', 'schedule', 'settings', 'snooze', 'stats', 'step_result', 'sweep',
-        'trigger_schedule', 'unregister_worker', 'unschedule', 'version', 'watch'
+        'trigger_schedule', 'unisolate', 'unregister_worker', 'unschedule', 'version', 'watch'
     ]::name[]
     || (
         SELECT array_agg(p.proname) FROM pg_catalog.pg_proc AS p
@@ -166,6 +166,16 @@ SELECT is(
     'pgq.watch arguments: names, types and defaults'
 );
 SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.isolate(text)')),
+    'entrypoint text',
+    'pgq.isolate arguments: names, types and defaults'
+);
+SELECT is(
+    pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.unisolate(text)')),
+    'entrypoint text',
+    'pgq.unisolate arguments: names, types and defaults'
+);
+SELECT is(
     pg_catalog.pg_get_function_arguments(pg_catalog.to_regprocedure('pgq.pause(text, boolean)')),
     'entrypoint text, create_new boolean DEFAULT NULL::boolean',
     'pgq.pause arguments: names, types and defaults'
@@ -281,6 +291,8 @@ SELECT function_returns('pgq', 'sweep', ARRAY[]::name[], 'integer', 'pgq.sweep r
 SELECT function_returns('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'integer', 'pgq.release returns integer');
 SELECT function_returns('pgq', 'register_worker', ARRAY['text', 'text[]'], 'uuid', 'pgq.register_worker returns uuid');
 SELECT function_returns('pgq', 'resume', ARRAY['text'], 'void', 'pgq.resume returns void');
+SELECT function_returns('pgq', 'isolate', ARRAY['text'], 'bigint', 'pgq.isolate returns bigint');
+SELECT function_returns('pgq', 'unisolate', ARRAY['text'], 'bigint', 'pgq.unisolate returns bigint');
 SELECT function_returns('pgq', 'retry', ARRAY['bigint[]'], 'integer', 'pgq.retry returns integer');
 SELECT function_returns('pgq', 'rerun', ARRAY['bigint[]'], 'setof record', 'pgq.rerun returns a set of rows');
 SELECT function_returns('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'integer', 'pgq.run_schedules returns integer');
@@ -414,6 +426,8 @@ SELECT is_definer('pgq', 'sweep', ARRAY[]::name[], 'pgq.sweep is SECURITY DEFINE
 SELECT is_definer('pgq', 'release', ARRAY['uuid', 'bigint[]'], 'pgq.release is SECURITY DEFINER');
 SELECT is_definer('pgq', 'register_worker', ARRAY['text', 'text[]'], 'pgq.register_worker is SECURITY DEFINER');
 SELECT is_definer('pgq', 'resume', ARRAY['text'], 'pgq.resume is SECURITY DEFINER');
+SELECT is_definer('pgq', 'isolate', ARRAY['text'], 'pgq.isolate is SECURITY DEFINER');
+SELECT is_definer('pgq', 'unisolate', ARRAY['text'], 'pgq.unisolate is SECURITY DEFINER');
 SELECT is_definer('pgq', 'retry', ARRAY['bigint[]'], 'pgq.retry is SECURITY DEFINER');
 SELECT is_definer('pgq', 'rerun', ARRAY['bigint[]'], 'pgq.rerun is SECURITY DEFINER');
 SELECT is_definer('pgq', 'run_schedules', ARRAY['timestamp with time zone'], 'pgq.run_schedules is SECURITY DEFINER');
@@ -634,6 +648,14 @@ SELECT function_privs_are('pgq', 'resume', ARRAY['text'], 'pgq_producer', ARRAY[
 SELECT function_privs_are('pgq', 'resume', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.resume');
 SELECT function_privs_are('pgq', 'resume', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.resume');
 SELECT function_privs_are('pgq', 'resume', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.resume');
+SELECT function_privs_are('pgq', 'isolate', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.isolate');
+SELECT function_privs_are('pgq', 'isolate', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.isolate');
+SELECT function_privs_are('pgq', 'isolate', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.isolate');
+SELECT function_privs_are('pgq', 'isolate', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.isolate');
+SELECT function_privs_are('pgq', 'unisolate', ARRAY['text'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.unisolate');
+SELECT function_privs_are('pgq', 'unisolate', ARRAY['text'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.unisolate');
+SELECT function_privs_are('pgq', 'unisolate', ARRAY['text'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.unisolate');
+SELECT function_privs_are('pgq', 'unisolate', ARRAY['text'], 'public', ARRAY[]::name[], 'public cannot execute pgq.unisolate');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_producer', ARRAY[]::name[], 'pgq_producer cannot execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_worker', ARRAY[]::name[], 'pgq_worker cannot execute pgq.retry');
 SELECT function_privs_are('pgq', 'retry', ARRAY['bigint[]'], 'pgq_admin', ARRAY['EXECUTE'], 'pgq_admin can execute pgq.retry');

@@ -81,6 +81,14 @@ def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
             r is not None and r >= 0.9,
             f"{(r or 0) * 100:.0f}%",
         )
+    for size, iso in (_get(s, "backlog", "isolated") or {}).items():
+        r = iso.get("median_ratio_to_smallest")
+        add(
+            f"{_size(int(size))} backlog drain, its own partition, >= 90% of the smallest (medians)",
+            r,
+            r is not None and r >= 0.9,
+            f"{(r or 0) * 100:.0f}%",
+        )
     r = _ratio(_get(s, "xmin", "jobs_per_s"), drain)
     add("held-xmin drain >= 90% of clean", r, r is not None and r >= 0.9, f"{(r or 0) * 100:.0f}%")
     large = s.get("xmin_large") or {}
@@ -259,12 +267,18 @@ def render(results: dict[str, Any]) -> str:
     )
     runs = _get(s, "backlog", "runs") or {}
     sample = _get(s, "backlog", "sample") or 0
-    for size, r in sorted(runs.items(), key=lambda kv: int(kv[0])):
+    backlogs = [(size, r, "") for size, r in sorted(runs.items(), key=lambda kv: int(kv[0]))]
+    backlogs += [
+        (size, r, ", its own partition") for size, r in (_get(s, "backlog", "isolated") or {}).items()
+    ]
+    for size, r, where in backlogs:
+        if "jobs_per_s" not in r:
+            continue
         n = len(r.get("runs", []))
         medians = f" (medians of {n}: {_x(r.get('median_ratio_to_smallest'))})" if n > 1 else ""
         rows.append(
             [
-                f"drain {_size(sample)} of {_size(int(size))} queued ({r['entrypoints']} entrypoints)",
+                f"drain {_size(sample)} of {_size(int(size))} queued ({r['entrypoints']} entrypoints{where})",
                 _rate(r["jobs_per_s"]),
                 "",
                 "",
@@ -344,6 +358,10 @@ def render(results: dict[str, Any]) -> str:
         *(
             (f"pgq drain, {_size(_get(s, 'backlog', 'sample') or 0)} of {_size(int(size))} queued", r)
             for size, r in sorted((_get(s, "backlog", "runs") or {}).items(), key=lambda kv: int(kv[0]))
+        ),
+        *(
+            (f"pgq drain, {_size(_get(s, 'backlog', 'sample') or 0)} of {_size(int(size))}, own partition", r)
+            for size, r in (_get(s, "backlog", "isolated") or {}).items()
         ),
     ]:
         cpu = (node or {}).get("cpu") if isinstance(node, dict) else None

@@ -169,15 +169,19 @@ class Rounds:
                     for key, hold in pair if n % 2 == 0 else pair[::-1]:
                         if "xmin_large" not in self.errors:
                             self.attempt(key, lambda k=key, h=hold: pgq_drain(k, hold_xmin=h, n=sizes[-1]))
-            for size in sizes if on("backlog") else []:
+            # The largest backlog twice: in the shared partition, and with the drained
+            # entrypoint in a partition of its own (pgq.isolate).
+            backlogs = [(size, False) for size in sizes] + ([(sizes[-1], True)] if len(sizes) > 1 else [])
+            for size, isolated in backlogs if on("backlog") else []:
                 spread = max(1, size // sample)
+                key = f"backlog_{size}" + ("_isolated" if isolated else "")
                 self.attempt(
-                    f"backlog_{size}",
-                    lambda size=size, spread=spread: {
+                    key,
+                    lambda size=size, spread=spread, key=key, isolated=isolated: {
                         **bench_pgq.drain(
                             server,
-                            f"backlog_{size}",
-                            fill=bench_pgq.backlog_fill(size, sample),
+                            key,
+                            fill=bench_pgq.backlog_fill(size, sample, isolated=isolated),
                             jobs=-(-size // spread),
                             **drain_args,
                         ),
@@ -265,18 +269,25 @@ class Rounds:
         )
         if on("backlog"):
             runs = {str(size): self.best(f"backlog_{size}", "jobs_per_s") for size in sizes}
+            isolated = (
+                {str(sizes[-1]): self.best(f"backlog_{sizes[-1]}_isolated", "jobs_per_s")}
+                if len(sizes) > 1
+                else {}
+            )
             base = runs[str(sample)].get("jobs_per_s")
             base_median = runs[str(sample)].get("median")
-            for r in runs.values():
+            for r in [*runs.values(), *isolated.values()]:
                 if base and "jobs_per_s" in r:
                     r["ratio_to_smallest"] = round(r["jobs_per_s"] / base, 3)
                     # The drains of the sample take a fraction of a second: single runs
                     # spread by a fifth, and the medians' ratio is the steadier one.
                     r["median_ratio_to_smallest"] = round(r["median"] / base_median, 3)
             errors = [f"{size}: {r['error']}" for size, r in runs.items() if "error" in r]
+            errors += [f"{size}, isolated: {r['error']}" for size, r in isolated.items() if "error" in r]
             out["backlog"] = {
                 "sample": sample,
                 "runs": runs,
+                "isolated": isolated,
                 **({"error": "; ".join(errors)} if errors else {}),
             }
         else:

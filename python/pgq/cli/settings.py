@@ -1,6 +1,6 @@
-"""`pgq pause`, `pgq resume` and `pgq configure`: an entrypoint's settings from the command
-line, through pgq.Client (pgq.pause, pgq.resume, pgq.configure validate them in the
-database; nothing is checked or stored here).
+"""`pgq pause`, `pgq resume`, `pgq configure`, `pgq isolate` and `pgq unisolate`: an
+entrypoint's settings from the command line, through pgq.Client (the SQL functions of the
+same names validate them in the database; nothing is checked or stored here).
 """
 
 from __future__ import annotations
@@ -39,6 +39,34 @@ def resume(dsn: str | None, entrypoint: str) -> None:
     with make_client(dsn) as client:
         client.resume(entrypoint)
     click.echo(f"resumed {entrypoint}")
+
+
+@click.command()
+@dsn_option
+@click.argument("entrypoint")
+@handle_errors
+def isolate(dsn: str | None, entrypoint: str) -> None:
+    """Give ENTRYPOINT a partition of the job table of its own and move its jobs there.
+
+    Its jobs then fill pages of their own, so draining it from behind a big backlog of
+    other entrypoints stays as fast as a small queue. The job table is locked while
+    the jobs move: about 0.2 s for 10k jobs among a million."""
+    with make_client(dsn) as client:
+        moved = client.isolate(entrypoint)
+    click.echo(f"isolated {entrypoint}: {moved} jobs moved")
+
+
+@click.command()
+@dsn_option
+@click.argument("entrypoint")
+@handle_errors
+def unisolate(dsn: str | None, entrypoint: str) -> None:
+    """Move ENTRYPOINT's jobs back into the shared partition and drop its own.
+
+    The whole job table is locked while the jobs move."""
+    with make_client(dsn) as client:
+        moved = client.unisolate(entrypoint)
+    click.echo(f"unisolated {entrypoint}: {moved} jobs moved")
 
 
 def _settings(row: QueueRow) -> str:
@@ -120,4 +148,4 @@ def configure(
         click.echo(_settings(row))
 
 
-COMMANDS = (pause, resume, configure)
+COMMANDS = (pause, resume, configure, isolate, unisolate)

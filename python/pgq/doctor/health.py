@@ -66,21 +66,21 @@ def check_xmin_horizon(conn: psycopg.Connection, limits: Limits) -> Found:
 
 
 def check_bloat(conn: psycopg.Connection, limits: Limits) -> Found:
-    row = conn.execute(
-        "SELECT n_live_tup, n_dead_tup, last_autovacuum FROM pg_stat_all_tables"
-        " WHERE relid = 'pgq._jobs'::regclass"
-    ).fetchone()
-    if row is None:
-        return []
-    live, dead, last = row
-    if dead > limits.max_dead_tuples and dead > limits.dead_tuple_ratio * (live + 1):
-        return [
-            (
-                f"pgq._jobs has {dead} dead row versions for {live} live ones (last autovacuum {last})",
-                "look for a long transaction (see above) or stalled autovacuum; VACUUM pgq._jobs",
-            )
-        ]
-    return []
+    """Each partition of pgq._jobs on its own: autovacuum vacuums partitions, not the
+    partitioned table."""
+    rows = conn.execute(
+        "SELECT s.relid::regclass::text, s.n_live_tup, s.n_dead_tup, s.last_autovacuum"
+        " FROM pg_partition_tree('pgq._jobs') AS p JOIN pg_stat_all_tables AS s ON s.relid = p.relid"
+        " WHERE p.isleaf ORDER BY 1"
+    ).fetchall()
+    return [
+        (
+            f"{table} has {dead} dead row versions for {live} live ones (last autovacuum {last})",
+            f"look for a long transaction (see above) or stalled autovacuum; VACUUM {table}",
+        )
+        for table, live, dead, last in rows
+        if dead > limits.max_dead_tuples and dead > limits.dead_tuple_ratio * (live + 1)
+    ]
 
 
 def check_backlog(conn: psycopg.Connection, limits: Limits) -> Found:
@@ -152,19 +152,19 @@ def check_index_bloat(conn: psycopg.Connection, limits: Limits) -> Found:
     (the larger of pg_class.reltuples and the statistics' n_live_tup, so that a stale
     estimate errs towards quiet)."""
     rows = conn.execute(
-        "SELECT i.indexrelid::regclass::text, pg_relation_size(i.indexrelid),"
+        "SELECT i.indexrelid::regclass::text, i.indrelid::regclass::text, pg_relation_size(i.indexrelid),"
         "  greatest(c.reltuples, s.n_live_tup, 0)::bigint"
-        " FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indrelid"
-        " JOIN pg_stat_all_tables AS s ON s.relid = i.indrelid"
-        " WHERE i.indrelid = 'pgq._jobs'::regclass ORDER BY 2 DESC, 1"
+        " FROM pg_partition_tree('pgq._jobs') AS p JOIN pg_index AS i ON i.indrelid = p.relid"
+        " JOIN pg_class AS c ON c.oid = i.indrelid JOIN pg_stat_all_tables AS s ON s.relid = i.indrelid"
+        " WHERE p.isleaf ORDER BY 2 DESC, 1"
     ).fetchall()
     found: Found = []
-    for index, size, live in rows:
+    for index, table, size, live in rows:
         need = _INDEX_MIN_BYTES + live * _INDEX_BYTES_PER_ROW
         if size - need > limits.max_index_excess:
             found.append(
                 (
-                    f"index {index} takes {_bytes(size)} for about {live} live rows of pgq._jobs"
+                    f"index {index} takes {_bytes(size)} for about {live} live rows of {table}"
                     f" (they need at most {_bytes(need)}): left from a backlog that drained;"
                     " claims and sweeps read its empty pages",
                     f"REINDEX INDEX CONCURRENTLY {index}",

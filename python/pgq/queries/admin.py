@@ -93,6 +93,14 @@ def resume(entrypoint: str) -> Call:
     return Call("SELECT pgq.resume(entrypoint => %s::text)", (entrypoint,), shape="none")
 
 
+def isolate(entrypoint: str) -> Call:
+    return Call("SELECT pgq.isolate(entrypoint => %s::text)", (entrypoint,), convert=int)
+
+
+def unisolate(entrypoint: str) -> Call:
+    return Call("SELECT pgq.unisolate(entrypoint => %s::text)", (entrypoint,), convert=int)
+
+
 def configure(
     entrypoint: str,
     *,

@@ -77,6 +77,10 @@ def test_bench_quick(tmp_path: Path) -> None:
     assert all(r["jobs"] == 500 and r["jobs_per_s"] > 0 for r in runs.values())
     # One run each here: the ratio of the medians is the ratio of the runs.
     assert all(r["median_ratio_to_smallest"] == r["ratio_to_smallest"] for r in runs.values()), runs
+    # The largest again, the drained entrypoint in a partition of its own (pgq.isolate).
+    isolated = s["backlog"]["isolated"]
+    assert set(isolated) == {"2000"} and isolated["2000"]["jobs"] == 500, isolated
+    assert "drain 500 of 2k queued (4 entrypoints, its own partition)" in result.output
     reads = s["queues"]["runs"]
     assert set(reads) == {"1", "100"}
     for eps, read in reads.items():

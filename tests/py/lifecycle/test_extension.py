@@ -342,3 +342,22 @@ def assert_restored(source: str, target: str, ids: dict[str, int]) -> None:
         done = [r[0] for r in c.execute("SELECT pgq.complete(%s, %s)", (worker, claimed))]
         assert sorted(done) == sorted(claimed)
     assert run(target, "SELECT extversion FROM pg_extension WHERE extname = 'pgq'") == [(pgq.__version__,)]
+
+
+def test_isolate_is_refused_where_pgq_is_the_extension(make_db) -> None:  # noqa: F811
+    """The partitioned job table and its indexes are members of the extension; a partition
+    that pgq.isolate would make is not, and pg_restore of such a dump creates the
+    partition's indexes twice and fails (measured before this refusal). So pgq.isolate
+    refuses there, and changes nothing."""
+    db = make_db()
+    run(db, "CREATE EXTENSION pgq")
+    job = run(db, "SELECT pgq.enqueue('s')")[0][0]
+    with psycopg.connect(db, autocommit=True) as c:
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+            c.execute("SELECT pgq.isolate('s')")
+        assert "where pgq is the extension" in str(err.value)
+        assert "pgq install" in (err.value.diag.message_hint or "")
+    assert run(db, f"SELECT tableoid::regclass::text FROM pgq._jobs WHERE id = {job}") == [
+        ("pgq._jobs_default",)
+    ]
+    assert run(db, "SELECT pgq.unisolate('s')") == [(0,)]

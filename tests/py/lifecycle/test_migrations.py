@@ -65,7 +65,7 @@ def assert_real_dump(dump: list[str]) -> None:
     for needle in (
         "CREATE SCHEMA pgq;",
         "CREATE TABLE pgq._jobs (",
-        "CREATE INDEX _jobs_claim_idx ON pgq._jobs",
+        "CREATE INDEX _jobs_claim_idx ON ONLY pgq._jobs",
         "CREATE FUNCTION pgq.claim(",
         "CREATE VIEW pgq.queues AS",
         "GRANT USAGE ON SCHEMA pgq TO pgq_worker;",

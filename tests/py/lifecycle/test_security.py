@@ -70,6 +70,8 @@ FUNCTIONS: dict[str, set[str]] = {
     "rerun": {ADMIN},
     "pause": {ADMIN},
     "resume": {ADMIN},
+    "isolate": {ADMIN},
+    "unisolate": {ADMIN},
     "configure": {ADMIN},
     "schedule": {ADMIN},
     "unschedule": {ADMIN},

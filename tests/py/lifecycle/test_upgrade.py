@@ -235,7 +235,7 @@ def test_an_install_with_the_old_trigger_function_names_upgrades(make_db) -> Non
         triggers = c.execute(
             "SELECT t.tgname, t.tgrelid::regclass::text, pg_get_triggerdef(t.oid), t.tgenabled = 'A'"
             " FROM pg_trigger AS t JOIN pg_class AS r ON r.oid = t.tgrelid"
-            " WHERE r.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal"
+            " WHERE r.relnamespace = 'pgq'::regnamespace AND NOT t.tgisinternal AND t.tgparentid = 0"
         ).fetchall()
         # The triggers of the renamed functions (the batch triggers came after the rename).
         triggers = [t for t in triggers if any(f"pgq.{new}(" in t[2] for new in OLD_TRIGGER_FUNCTIONS)]
@@ -247,7 +247,11 @@ def test_an_install_with_the_old_trigger_function_names_upgrades(make_db) -> Non
             c.execute(definition)
             if always:
                 c.execute(f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER {name}")
-        c.execute("DELETE FROM pgq._migrations WHERE name = 'trigger_names'")
+        # It and the migrations after it (which leave a current table as it is) run again.
+        c.execute(
+            "DELETE FROM pgq._migrations"
+            " WHERE version >= (SELECT version FROM pgq._migrations WHERE name = 'trigger_names')"
+        )
     migrate.upgrade(old, cron=False)
     assert schema_dump(old) == expected
     with psycopg.connect(old) as c:

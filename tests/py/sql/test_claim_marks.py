@@ -274,7 +274,7 @@ def test_under_a_held_snapshot_the_claim_reads_from_the_mark(dsn: str, conn: psy
 
         def pages_read_by_a_claim() -> int:
             # The counter accumulates until the session reports it: a difference in one transaction.
-            read = "SELECT pg_stat_get_xact_blocks_hit('pgq._jobs_claim_idx'::regclass)"
+            read = "SELECT pg_stat_get_xact_blocks_hit('pgq._jobs_default_claim_idx'::regclass)"
             with conn.transaction():
                 before = conn.execute(read).fetchone()[0]
                 claimed = claim_ids(conn, worker, "m8", 10)

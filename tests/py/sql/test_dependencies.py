@@ -473,7 +473,7 @@ def test_a_completion_looks_for_dependents_only_when_a_job_waits(conn: psycopg.C
                 ("pre-check" if "worker_id IS NULL" in doc["Query Text"] else "lookup", n["Index Name"])
                 for doc in logged_plans(notices)
                 for n in plan_nodes(doc["Plan"])
-                if n.get("Index Name") in ("_jobs_waiting_idx", "_jobs_waiting_any_idx")
+                if n.get("Index Name") in ("_jobs_default_waiting_idx", "_jobs_default_waiting_any_idx")
                 and n.get("Actual Loops")
             }
         )
@@ -481,14 +481,14 @@ def test_a_completion_looks_for_dependents_only_when_a_job_waits(conn: psycopg.C
     worker = register(conn, ["probe"])
     first = enqueue(conn, "probe")
     assert claim_one(conn, worker, "probe") == first
-    assert probes(first, worker) == [("pre-check", "_jobs_waiting_any_idx")]
+    assert probes(first, worker) == [("pre-check", "_jobs_default_waiting_any_idx")]
 
     second = enqueue(conn, "probe")
     waiter = enqueue(conn, "probe_w", [second])
     assert claim_one(conn, worker, "probe") == second
     assert probes(second, worker) == [
-        ("lookup", "_jobs_waiting_idx"),
-        ("pre-check", "_jobs_waiting_any_idx"),
-        ("pre-check", "_jobs_waiting_idx"),
+        ("lookup", "_jobs_default_waiting_idx"),
+        ("pre-check", "_jobs_default_waiting_any_idx"),
+        ("pre-check", "_jobs_default_waiting_idx"),
     ]
     assert status(conn, waiter) == "queued"

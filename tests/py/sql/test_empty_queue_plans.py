@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from conftest import create_database, drop_database
-from support.plans import explain_nested, logged_plans, plan_nodes
+from support.plans import explain_nested, logged_plans, on_jobs, plan_nodes
 
 BURST = 20_000
 
@@ -37,13 +37,13 @@ def emptied(request: pytest.FixtureRequest, template_db: str) -> Iterator[str]:
     dsn = create_database(name, template=template_db)
     try:
         with psycopg.connect(dsn, autocommit=True) as c:
-            c.execute("ALTER TABLE pgq._jobs SET (autovacuum_enabled = off)")
+            c.execute("ALTER TABLE pgq._jobs_default SET (autovacuum_enabled = off)")
             c.execute("SELECT pgq.enqueue_batch('bench', array_fill('{}'::jsonb, ARRAY[2000]))")
             c.execute("DELETE FROM pgq._jobs")
             truncate = request.param == "truncated"
             c.execute(f"VACUUM (ANALYZE, TRUNCATE {truncate}) pgq._jobs")
             pages, rows = c.execute(
-                "SELECT relpages, reltuples FROM pg_class WHERE oid = 'pgq._jobs'::regclass"
+                "SELECT relpages, reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass"
             ).fetchone()
             assert (pages == 0) == truncate and rows == 0, (pages, rows)
         yield dsn
@@ -95,10 +95,7 @@ def run_calls(c: psycopg.Connection, worker: str, notices: list[str] | None = No
             text = " ".join(doc["Query Text"].split())[:80]
             if "JIT" in doc:
                 found.setdefault(name, []).append(f"JIT: {text}")
-            if any(
-                n.get("Relation Name") == "_jobs" and n["Node Type"] == "Seq Scan"
-                for n in plan_nodes(doc["Plan"])
-            ):
+            if any(on_jobs(n) and n["Node Type"] == "Seq Scan" for n in plan_nodes(doc["Plan"])):
                 found.setdefault(name, []).append(text)
     return found
 
@@ -135,5 +132,8 @@ def test_calls_walk_the_indexes_after_the_queue_was_analyzed_empty(emptied: str,
         assert not found, "\n".join(f"{name}: {text}" for name, texts in found.items() for text in texts)
         # The statistics still say the table is empty: nothing analyzed it meanwhile.
         assert (
-            c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs'::regclass").fetchone()[0] == 0
+            c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass").fetchone()[
+                0
+            ]
+            == 0
         )

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from support.plans import explain_nested, logged_plans, plan_nodes
+from support.plans import explain_nested, logged_plans, on_jobs, plan_nodes
 
 JOBS = 3000
 BATCH = 100
@@ -63,7 +63,7 @@ def jobs_indexes(plans: list[tuple[str, dict[str, Any]]], marker: str) -> list[s
         n.get("Index Name")
         for plan in found
         for n in plan_nodes(plan)
-        if n.get("Relation Name") == "_jobs" and "Scan" in n["Node Type"]
+        if on_jobs(n) and "Scan" in n["Node Type"]
     ]
 
 
@@ -125,7 +125,7 @@ def test_calls_by_job_id_use_the_primary_key_under_a_held_snapshot(
     assert set(jobs_indexes(calls["fail"], "fail.job_id")) == {"_jobs_pkey"}
     assert set(jobs_indexes(calls["snooze"], "snooze.job_id")) == {"_jobs_pkey"}
     assert set(jobs_indexes(calls["cancel"], "SET cancel_requested = TRUE")) == {"_jobs_pkey"}
-    assert set(jobs_indexes(calls["heartbeat"], "j.cancel_requested")) == {"_jobs_cancel_idx"}
+    assert set(jobs_indexes(calls["heartbeat"], "j.cancel_requested")) == {"_jobs_default_cancel_idx"}
 
 
 def test_a_heartbeat_does_not_visit_the_jobs_claimed_under_a_held_snapshot(

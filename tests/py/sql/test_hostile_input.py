@@ -680,6 +680,21 @@ CASES = [
         case(f"{fn}-unicode", f"SELECT pgq.{fn}(%s)", ("🙂 \u05e9\u05dc\u05d5\u05dd e\u0301",), "ok")
         for fn in ("pause", "resume")
     ],
+    # isolate, unisolate
+    *[
+        case(f"{fn}-{n}", f"SELECT pgq.{fn}(%s)", (v,), "PQ001")
+        for fn in ("isolate", "unisolate")
+        for n, v in [("null", None), ("empty", ""), ("1mb", LONG), ("control", "a\u001b"), ("spaces", " a ")]
+    ],
+    *[
+        case(f"{fn}-{n}", f"SELECT pgq.{fn}(%s)", (v,), "ok")
+        for fn in ("isolate", "unisolate")
+        for n, v in [
+            ("unicode", "🙂 \u05e9\u05dc\u05d5\u05dd e\u0301"),
+            ("200", "e" * 200),
+            ("quote", "a'); DROP TABLE x; --"),
+        ]
+    ],
     # configure
     case("configure-entrypoint-null", "SELECT pgq.configure(%s)", (None,), "PQ001"),
     case("configure-entrypoint-1mb", "SELECT pgq.configure(%s)", (LONG,), "PQ001"),

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import pgq
-from support.plans import explain_nested, logged_plans, plan_nodes
+from support.plans import explain_nested, logged_plans, on_jobs, plan_nodes
 from support.workers import wait_until, wait_until_waiting_on_lock
 from test_sql_concurrency import complete, register, run_in_threads
 
@@ -196,13 +196,13 @@ def test_keyed_claim_reads_per_key_not_per_job(conn: psycopg.Connection) -> None
     statements = logged_plans(notices)
     plans = [d["Plan"] for d in statements if "RECURSIVE" in d.get("Query Text", "")]
     assert len(plans) == 1, "the keyed claim's plan was not captured"
-    scans = [n for n in plan_nodes(plans[0]) if n.get("Relation Name") == "_jobs"]
+    scans = [n for n in plan_nodes(plans[0]) if on_jobs(n)]
     assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), [n["Node Type"] for n in scans]
     read = sum(n["Actual Rows"] * n["Actual Loops"] for n in scans)
     assert read < 200, f"the keyed claim read {read} rows of _jobs"
     # Nor does any other statement of the claim (the jobs without a key walk the claim index).
     for doc in statements:
-        scans = [n for n in plan_nodes(doc["Plan"]) if n.get("Relation Name") == "_jobs"]
+        scans = [n for n in plan_nodes(doc["Plan"]) if on_jobs(n)]
         read = sum(n["Actual Rows"] * n["Actual Loops"] for n in scans)
         assert read < 1000, f"{read} rows of _jobs read by: {doc.get('Query Text', '')[:300]}"
 

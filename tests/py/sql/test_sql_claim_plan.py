@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from conftest import create_database, drop_database
-from support.plans import explain_nested, logged_plans, plan_nodes
+from support.plans import explain_nested, logged_plans, on_jobs, plan_nodes
 
 ROWS = 1_000_000
 ENTRYPOINTS = 100
@@ -66,9 +66,9 @@ def backlog(template_db: str) -> Iterator[str]:
 def assert_walks_the_claim_index(plan: dict[str, Any]) -> None:
     nodes = list(plan_nodes(plan))
     kinds = [n["Node Type"] for n in nodes]
-    assert any(n.get("Index Name") == "_jobs_claim_idx" and n["Node Type"] == "Index Scan" for n in nodes), (
-        kinds
-    )
+    assert any(
+        n.get("Index Name") == "_jobs_default_claim_idx" and n["Node Type"] == "Index Scan" for n in nodes
+    ), kinds
     assert not [k for k in kinds if "Sort" in k], f"the claim sorts: {kinds}"
     assert "Seq Scan" not in kinds, kinds
     assert "Bitmap Heap Scan" not in kinds, f"a bitmap scan cannot return rows in order: {kinds}"
@@ -112,15 +112,15 @@ def test_claim_function_uses_the_index_after_plan_caching(backlog: str) -> None:
     plans = [doc["Plan"] for doc in logged_plans(notices) if "CROSS JOIN LATERAL" in doc["Query Text"]]
     assert len(plans) == 1, "the claim statement's plan was not captured"
     nodes = list(plan_nodes(plans[0]))
-    jobs_scans = [n for n in nodes if n.get("Relation Name") == "_jobs"]
+    jobs_scans = [n for n in nodes if on_jobs(n)]
     assert jobs_scans, nodes
     assert all(n["Node Type"] != "Seq Scan" for n in jobs_scans), [
         (n["Node Type"], n.get("Index Name")) for n in jobs_scans
     ]
-    assert any(n.get("Index Name") == "_jobs_claim_idx" for n in jobs_scans)
+    assert any(n.get("Index Name") == "_jobs_default_claim_idx" for n in jobs_scans)
     locks = [n for n in nodes if n["Node Type"] == "LockRows"]
     assert locks and all(
-        any(c.get("Index Name") == "_jobs_claim_idx" for c in plan_nodes(n)) for n in locks
+        any(c.get("Index Name") == "_jobs_default_claim_idx" for c in plan_nodes(n)) for n in locks
     ), "the rows are not locked straight off the claim index"
     # The UPDATE takes the locked rows by their ctid: no second descent of an index per job.
     assert [n["Node Type"] for n in jobs_scans if "Scan" in n["Node Type"]] == ["Index Scan", "Tid Scan"], [
@@ -176,7 +176,9 @@ def test_backlog_is_what_the_plan_tests_assume(backlog: str) -> None:
         ).fetchone()
         assert per_ep[2] == ENTRYPOINTS
         assert per_ep[0] > ROWS // ENTRYPOINTS - 1000
-        stats = c.execute("SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs'::regclass").fetchone()[0]
+        stats = c.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'pgq._jobs_default'::regclass"
+        ).fetchone()[0]
         assert stats > ROWS * 0.9, "the table was not analysed"
 
 
@@ -206,10 +208,10 @@ def test_queues_view_reads_only_the_indexes(backlog: str) -> None:
         queued = c.execute("SELECT count(*) FROM pgq._jobs WHERE status = 'queued'").fetchone()[0]
         vals, freqs = c.execute(
             "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats"
-            " WHERE schemaname = 'pgq' AND tablename = '_jobs' AND attname = 'entrypoint'"
+            " WHERE schemaname = 'pgq' AND tablename = '_jobs_default' AND attname = 'entrypoint'"
         ).fetchone()
     plans = [doc["Plan"] for doc in logged_plans(notices)]
-    scans = [n for p in plans for n in plan_nodes(p) if n.get("Relation Name") == "_jobs"]
+    scans = [n for p in plans for n in plan_nodes(p) if on_jobs(n)]
     assert scans and all(n["Node Type"] != "Seq Scan" for n in scans), [
         (n["Node Type"], n.get("Index Name")) for n in scans
     ]

@@ -11,6 +11,12 @@ from typing import Any
 import psycopg
 
 
+def on_jobs(node: dict[str, Any]) -> bool:
+    """Whether a plan node reads the job table: a plan names the partition it reads
+    (pgq._jobs_default, or one that pgq.isolate made)."""
+    return node.get("Relation Name") == "_jobs" or str(node.get("Relation Name")).startswith("_jobs_")
+
+
 def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A plan node and every node below it."""
     yield plan

@@ -154,12 +154,15 @@ def bystander(server: Server, *, jobs: int, **drain_args: Any) -> dict[str, Any]
     )
 
 
-def backlog_fill(size: int, sample: int) -> Callable[[str], None]:
+def backlog_fill(size: int, sample: int, isolated: bool = False) -> Callable[[str], None]:
     """`size` queued jobs spread over size/sample entrypoints, interleaved in the heap;
-    `sample` of them belong to the bench entrypoint. One INSERT ... SELECT per 100k rows."""
+    `sample` of them belong to the bench entrypoint. One INSERT ... SELECT per 100k rows.
+    isolated: the bench entrypoint has a partition of its own first (pgq.isolate)."""
     spread = max(1, size // sample)
 
     def fill(dsn: str) -> None:
+        if isolated:
+            execute(dsn, f"SELECT pgq.isolate('{ENTRYPOINT}')")
         fill_in_chunks(
             dsn,
             size,
