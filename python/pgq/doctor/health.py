@@ -156,7 +156,7 @@ def check_index_bloat(conn: psycopg.Connection, limits: Limits) -> Found:
         "  greatest(c.reltuples, s.n_live_tup, 0)::bigint"
         " FROM pg_partition_tree('pgq._jobs') AS p JOIN pg_index AS i ON i.indrelid = p.relid"
         " JOIN pg_class AS c ON c.oid = i.indrelid JOIN pg_stat_all_tables AS s ON s.relid = i.indrelid"
-        " WHERE p.isleaf ORDER BY 2 DESC, 1"
+        " WHERE p.isleaf ORDER BY 3 DESC, 1"
     ).fetchall()
     found: Found = []
     for index, table, size, live in rows:

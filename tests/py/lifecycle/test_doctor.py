@@ -282,6 +282,9 @@ def test_the_indexes_left_at_their_peak_size_by_a_drained_backlog(installed: str
     assert reported == {name for name, size in sizes.items() if size - 64 * 1024 > limit}, found
     assert all(line.startswith("index bloat: index pgq._jobs_") for line in found), found
     assert "for about 0 live rows of pgq._jobs_default" in found[0], found
+    # Largest first, whatever partition each is in.
+    order = [line.rsplit("REINDEX INDEX CONCURRENTLY ", 1)[1] for line in found]
+    assert [sizes[i] for i in order] == sorted((sizes[i] for i in order), reverse=True), found
     assert lines(installed) == []  # the default: over 64 MB more than needed
     with psycopg.connect(installed, autocommit=True) as c:
         for index in reported:
