@@ -314,3 +314,37 @@ def test_index_bloat_is_listed_largest_first_across_partitions(installed: str) -
     order = [line.rsplit("REINDEX INDEX CONCURRENTLY ", 1)[1] for line in found]
     assert {i.split("_")[2] for i in order} >= {"default", "be59aa60c05d6a68"}, found
     assert [sizes[i] for i in order] == sorted((sizes[i] for i in order), reverse=True), found
+
+
+def test_a_backlog_behind_whose_jobs_share_their_pages_is_told_to_isolate(installed: str) -> None:
+    """Workers that do not keep up with an entrypoint whose jobs lie between other
+    entrypoints' in the shared partition, a page touched per job (docs/scaling.md): the fix
+    names `pgq isolate`. Not for a backlog that fills its pages, nor once isolated."""
+    with psycopg.connect(installed, autocommit=True) as c:
+        # 20 entrypoints interleaved: each job of 'mixed' has 19 others' around it.
+        c.execute(
+            "INSERT INTO pgq._jobs (entrypoint, payload) SELECT CASE WHEN i % 20 = 0 THEN 'mixed'"
+            " ELSE 'other' || i % 20 END, '{}' FROM generate_series(1, 20000) AS i"
+        )
+        c.execute("SELECT pgq.enqueue_batch('dense', array_fill('{}'::jsonb, ARRAY[2000]))")
+        c.execute("SELECT pgq.register_worker('slow-box', ARRAY['mixed', 'dense'])")
+        c.execute(
+            "UPDATE pgq._jobs SET run_at = now() - interval '10 minutes'"
+            " WHERE entrypoint IN ('mixed', 'dense')"
+        )
+        c.execute("VACUUM ANALYZE pgq._jobs")
+
+    def behind() -> dict[str, str]:
+        found = [line for line in lines(installed) if "do not keep up" in line]
+        return {line.split(":")[1].strip(): line for line in found}
+
+    said = behind()
+    assert set(said) == {"mixed", "dense"}, said
+    assert "-> `pgq isolate mixed`" in said["mixed"], said
+    pages = r"its jobs are ([12]) of the \d+ rows of each page they are on \("
+    pages += r"claims and completions write a page per \1 jobs\)"
+    assert re.search(pages, said["mixed"]), said
+    assert "isolate" not in said["dense"], said
+    sql(installed, "SELECT pgq.isolate('mixed')", "VACUUM ANALYZE pgq._jobs")
+    said = behind()
+    assert set(said) == {"mixed", "dense"} and "isolate" not in said["mixed"], said
