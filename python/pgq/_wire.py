@@ -14,7 +14,11 @@ from psycopg.adapt import Buffer, Loader
 from psycopg.errors import DataError
 from psycopg.pq import Format
 
-_decode = json.JSONDecoder().decode
+_decoder = json.JSONDecoder()
+_decode = _decoder.decode
+# The scanner under decode, without its two whitespace matches (half of a small payload's
+# cost): PostgreSQL's jsonb text has no whitespace around its value.
+_scan = _decoder.scan_once
 
 
 class JsonbLoader(Loader):
@@ -28,8 +32,15 @@ class JsonbLoader(Loader):
     def load(self, data: Buffer) -> Any:
         if data[0] != 1:
             raise DataError(f"unknown jsonb binary format: {data[0]}")
+        text = str(data[1:], "utf-8")
         try:
-            return _decode(str(data[1:], "utf-8"))
+            value, end = _scan(text, 0)
+            if end == len(text):
+                return value
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        try:  # whatever the scanner did not take whole: decode's value or error
+            return _decode(text)
         except (ValueError, RecursionError) as exc:
             # jsonb that Python will not decode (an integer of over 4300 digits, nesting
             # deeper than the recursion limit): raised here, it would fail the whole claim,

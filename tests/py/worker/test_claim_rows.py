@@ -9,10 +9,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 import pgq
+from pgq._wire import JsonbLoader, Undecodable
 from pgq.testing import drain
 
 PAYLOADS = [
@@ -110,3 +113,25 @@ def test_a_worker_reads_non_ascii_payloads_whatever_the_client_encoding(dsn: str
 
     drain(worker, max_jobs=1)
     assert [(j.id, j.payload, j.headers) for j in seen] == [(job_id, payload, {"h": "\u00e9t\u00e9"})]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(value=JSON, pad=st.sampled_from(["", " ", "\n ", "x", "]"]))
+def test_the_jsonb_loader_gives_json_loads_value_or_error(value: Any, pad: str) -> None:
+    """The loader scans jsonb's text without decode's whitespace checks: for any JSON text,
+    with or without whitespace or junk after it, the value json.loads gives, or an
+    Undecodable where json.loads raises."""
+    text = json.dumps(value, ensure_ascii=False) + pad
+    got = JsonbLoader(0).load(b"\x01" + text.encode())
+    try:
+        want = json.loads(text)
+    except ValueError:
+        assert isinstance(got, Undecodable)
+    else:
+        assert json.dumps(got) == json.dumps(want)
