@@ -137,18 +137,19 @@ class Claimer:
         async with self._ledger.claiming():
             rows = await self._protocol.claim(worker_id, self._entrypoints, wanted)
             self._executor.check_spans()
-            return [self._start(claimed(row, worker_id)) for row in rows]  # type: ignore[arg-type]
+            loop = asyncio.get_running_loop()
+            return [self._start(claimed(row, worker_id), loop) for row in rows]  # type: ignore[arg-type]
 
-    def _start(self, job: Job) -> Run:
+    def _start(self, job: Job, loop: asyncio.AbstractEventLoop) -> Run:
         run = Run(job, self._handlers[job.entrypoint])
         if self._steps is None:  # Job.step's calls of the step functions, on our pool
-            self._steps = StepRunner(self._protocol.sql, asyncio.get_running_loop())
+            self._steps = StepRunner(self._protocol.sql, loop)
         steps.attach(job, self._steps)
         if job.deliveries > 1:
             log_redelivery(log, job)
         self._ledger.hold(run.key, job)
         self.running[run.key] = run
-        run.task = asyncio.get_running_loop().create_task(self._run(run))
+        run.task = loop.create_task(self._run(run))
         return run
 
     async def _run(self, run: Run) -> None:

@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -64,9 +64,10 @@ class Run:
     cancel_requested: bool = False
     exception: BaseException | None = None  # what the handler raised, if it raised
 
-    @property
-    def key(self) -> Key:
-        return (self.job.id, self.job.deliveries)
+    key: Key = field(init=False)  # (job id, delivery): read several times per job
+
+    def __post_init__(self) -> None:
+        self.key = (self.job.id, self.job.deliveries)
 
 
 class Settlement(NamedTuple):
@@ -102,7 +103,7 @@ async def within(run: Run, coro: Any, seconds: float) -> Any:
     One timer per job, which cancels the task (asyncio.timeout does the same with more
     bookkeeping, a measurable share of a no-op job's cost). As there, a cancellation from
     elsewhere (shutdown, pgq.cancel) that meets the timer stays a cancellation."""
-    task = asyncio.current_task()
+    task = run.task  # the task that awaits this: set before it first ran
     assert task is not None
     counts = sys.version_info >= (3, 11)  # Task.cancelling()/uncancel()
     base = task.cancelling() if counts else 0
