@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import psycopg
 
+from ..preflight import extension_version
 from .base import Found, Limits, one, when
 
 
@@ -90,6 +91,7 @@ def check_backlog(conn: psycopg.Connection, limits: Limits) -> Found:
     pgq.queues' (an estimate above its exact limit, shown with ~)."""
     rows = conn.execute(
         "SELECT q.entrypoint, q.queued, q.approximate, q.oldest_queued_age, q.paused,"
+        "  q.concurrency IS NULL AND q.rate IS NULL,"
         "  (SELECT s.updated_at FROM pgq._queues AS s WHERE s.entrypoint = q.entrypoint),"
         "  (SELECT count(*) FROM pgq._workers AS w WHERE w.state = 'alive'"
         "     AND q.entrypoint = ANY (w.entrypoints) AND w.heartbeat_at > now() - q.lease)"
@@ -97,7 +99,9 @@ def check_backlog(conn: psycopg.Connection, limits: Limits) -> Found:
         (limits.max_queue_age,),
     ).fetchall()
     found: Found = []
-    for entrypoint, queued, approximate, age, paused, since, workers in rows:
+    # pgq.isolate refuses where pgq is the extension.
+    may_isolate = extension_version(conn) is None
+    for entrypoint, queued, approximate, age, paused, unlimited, since, workers in rows:
         backlog = (
             f"{entrypoint}: {'~' if approximate else ''}{queued} jobs due, the oldest waiting"
             f" {_age(age)} (over {_age(limits.max_queue_age)})"
@@ -122,35 +126,40 @@ def check_backlog(conn: psycopg.Connection, limits: Limits) -> Found:
                 "add workers or concurrency, or check its concurrency and rate limits"
                 f" (`pgq configure {entrypoint}`)"
             )
-            sparse = _sparse(conn, entrypoint)
+            # Limits cap what the workers may take: pages of its own would not raise that.
+            sparse = _sparse(conn, entrypoint) if unlimited and may_isolate else None
             if sparse is None:
                 found.append((f"{backlog}: its {workers} live workers do not keep up", more))
             else:
                 found.append(
                     (
-                        f"{backlog}: its {workers} live workers do not keep up, and its jobs are"
-                        f" {sparse[0]:.0f} of the {sparse[1]:.0f} rows of each page they are on"
-                        f" (claims and completions write a page per {sparse[0]:.0f} jobs)",
+                        f"{backlog}: its {workers} live workers do not keep up, and its next jobs"
+                        f" lie {sparse[0]:.0f} to a heap page of the shared partition, whose pages hold"
+                        f" {sparse[1]:.0f} rows (claims and completions write a page per"
+                        f" {sparse[0]:.0f} jobs)",
                         f"`pgq isolate {entrypoint}` (a partition of its own, where its jobs fill"
-                        " their pages; the move locks the job table, about 0.2 s per 10,000"
-                        f" jobs: docs/scaling.md), or {more}",
+                        " their pages; the move locks the job table while it reads the shared"
+                        " partition: 0.2 s for 10,000 jobs among a million, docs/scaling.md),"
+                        f" or {more}",
                     )
                 )
     return found
 
 
 def _sparse(conn: psycopg.Connection, entrypoint: str) -> tuple[float, float] | None:
-    """(jobs of the entrypoint, rows) per heap page where its next 1,000 due jobs lie, when
-    they are in the shared partition and under a quarter of those pages' rows: there each
-    job costs a page (a full-page image in the WAL after every checkpoint), which its own
-    partition would share among its neighbours (the bench: 0.6x of a lone backlog's rate
-    against 0.9x). Rows per page are the partition's as ANALYZE last counted them."""
+    """(jobs of the entrypoint, rows) per heap page, for its next 1,000 due jobs in the
+    shared partition, when it has that many there and they are under a quarter of the
+    partition's rows per page (as ANALYZE last counted them): then each job costs a page
+    (a full-page image in the WAL after every checkpoint), which a partition of its own
+    would share among its neighbours (the bench: 0.6x of a lone backlog's rate against
+    0.9x). Fewer jobs say little of the layout, and drain in moments either way."""
     row = conn.execute(
         "SELECT count(*)::float8 / count(DISTINCT (s.ctid::text::point)[0]),"
         "  (SELECT c.reltuples / nullif(c.relpages, 0) FROM pg_class AS c"
         "   WHERE c.oid = 'pgq._jobs_default'::regclass)"
         " FROM (SELECT j.ctid FROM pgq._jobs_default AS j WHERE j.entrypoint = %s AND j.status = 'queued'"
-        "  ORDER BY j.entrypoint, -j.priority::bigint, j.run_at, j.id LIMIT 1000) AS s HAVING count(*) > 0",
+        "  ORDER BY j.entrypoint, -j.priority::bigint, j.run_at, j.id LIMIT 1000) AS s"
+        " HAVING count(*) = 1000",
         (entrypoint,),
     ).fetchone()
     if row is None or row[1] is None or row[0] >= row[1] / 4:

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 import pgq
 from pgq import migrate, scripts
 from pgq.cli.main import main
+from test_doctor import behind, interleaved_backlog
 from test_migrations import PG_DUMP, assert_real_dump, make_db, schema_diff, schema_dump  # noqa: F401
 from test_upgrade import PSQL, restore
 
@@ -361,3 +362,14 @@ def test_isolate_is_refused_where_pgq_is_the_extension(make_db) -> None:  # noqa
         ("pgq._jobs_default",)
     ]
     assert run(db, "SELECT pgq.unisolate('s')") == [(0,)]
+
+
+def test_doctor_does_not_advise_isolate_where_pgq_is_the_extension(make_db) -> None:  # noqa: F811
+    """pgq.isolate refuses there (above), so the backlog that would be told to isolate is
+    told only to add workers."""
+    db = make_db()
+    run(db, "CREATE EXTENSION pgq")
+    interleaved_backlog(db)
+    said = behind(db)
+    assert "mixed" in said and "isolate" not in said["mixed"], said
+    assert "add workers" in said["mixed"], said
