@@ -32,15 +32,16 @@ class JsonbLoader(Loader):
     def load(self, data: Buffer) -> Any:
         if data[0] != 1:
             raise DataError(f"unknown jsonb binary format: {data[0]}")
-        text = str(data[1:], "utf-8")
         try:
-            value, end = _scan(text, 0)
-            if end == len(text):
-                return value
-        except (StopIteration, ValueError, RecursionError):
-            pass
-        try:  # whatever the scanner did not take whole: decode's value or error
-            return _decode(text)
+            # Not UTF-8 (a SQL_ASCII database keeps any bytes): UnicodeDecodeError, a ValueError.
+            text = str(data[1:], "utf-8")
+            try:
+                value, end = _scan(text, 0)
+                if end == len(text):
+                    return value
+            except (StopIteration, ValueError, RecursionError):
+                pass
+            return _decode(text)  # what the scanner did not take whole: decode's value or error
         except (ValueError, RecursionError) as exc:
             # jsonb that Python will not decode (an integer of over 4300 digits, nesting
             # deeper than the recursion limit): raised here, it would fail the whole claim,

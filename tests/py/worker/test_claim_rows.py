@@ -135,3 +135,23 @@ def test_the_jsonb_loader_gives_json_loads_value_or_error(value: Any, pad: str) 
         assert isinstance(got, Undecodable)
     else:
         assert json.dumps(got) == json.dumps(want)
+
+
+def test_jsonb_that_is_not_utf8_is_undecodable() -> None:
+    """A SQL_ASCII database keeps any bytes in jsonb strings and sends them unconverted: the
+    job fails alone (Undecodable), instead of the claim that read it, again and again."""
+    got = JsonbLoader(0).load(b'\x01"\xe9"')
+    assert isinstance(got, Undecodable) and "utf-8" in got.error
+
+
+@given(raw=st.binary(max_size=40) | st.text(max_size=20).map(lambda t: json.dumps(t).encode()))
+def test_the_jsonb_loader_never_raises_on_any_bytes(raw: bytes) -> None:
+    """Whatever bytes jsonb's text arrives as, a value json.loads gives or an Undecodable:
+    never an exception, which would fail the claim that read them."""
+    got = JsonbLoader(0).load(b"\x01" + raw)
+    try:
+        want = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        assert isinstance(got, Undecodable)
+    else:
+        assert json.dumps(got) == json.dumps(want)
