@@ -103,7 +103,9 @@ async def within(run: Run, coro: Any, seconds: float) -> Any:
     One timer per job, which cancels the task (asyncio.timeout does the same with more
     bookkeeping, a measurable share of a no-op job's cost). As there, a cancellation from
     elsewhere (shutdown, pgq.cancel) that meets the timer stays a cancellation."""
-    task = run.task  # the task that awaits this: set before it first ran
+    # The task that awaits this, as Claimer._start recorded it; not yet under an eager task
+    # factory (Python 3.12), whose tasks take their first step inside create_task.
+    task = run.task or asyncio.current_task()
     assert task is not None
     counts = sys.version_info >= (3, 11)  # Task.cancelling()/uncancel()
     base = task.cancelling() if counts else 0
