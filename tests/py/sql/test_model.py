@@ -214,6 +214,7 @@ class QueueModel(RuleBasedStateMachine):
         self.queues = {ep: Queue() for ep in ENTRYPOINTS}
         self.read_back: list[tuple[int, int, int]] = []  # (job id, fail instant, backoff cap)
         self.batches: dict[int, Batch] = {}
+        self.isolated: frozenset[str] = frozenset()  # entrypoints in a partition of their own
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -473,6 +474,8 @@ class QueueModel(RuleBasedStateMachine):
             ):
                 self.admin.execute(f"DELETE FROM pgq.{table}")
             self.admin.execute("SELECT setval(pg_get_serial_sequence('pgq._jobs', 'id'), 1, false)")
+            # The partitions an earlier example's `move` left (empty now).
+            self.admin.execute("SELECT pgq.unisolate(e) FROM unnest(%s::text[]) AS e", (list(ENTRYPOINTS),))
         # The backoff's jitter is random(): seed every session, so that hypothesis replays an
         # example exactly (run_at decides which jobs are due, and so the rest of the example).
         for conn in (self.admin, *self.slots):
@@ -999,6 +1002,24 @@ class QueueModel(RuleBasedStateMachine):
     def resume(self, ep: str) -> None:
         self.call(self.admin, "SELECT pgq.resume(%s)", (ep,))
         self.queues[ep].paused = False
+
+    @rule(w=PICK, ep=ENTRYPOINT, own=st.booleans())
+    def claim_then_move(self, w: int, ep: str, own: bool) -> None:
+        """A claim, then a move of the entrypoint's jobs, held ones included: the rules
+        after it settle, reap and claim them in their new partition."""
+        worker = self.choose_worker(w)
+        self.do_claim(worker, list(worker.entrypoints), 2)
+        self.move(ep, own)
+
+    @rule(ep=ENTRYPOINT, own=st.booleans())
+    def move(self, ep: str, own: bool) -> None:
+        """pgq.isolate / pgq.unisolate move an entrypoint's live jobs between partitions:
+        no delivery and no end, so the model changes in nothing (nor batches, nor claims)."""
+        _, rows = self.call(self.admin, f"SELECT pgq.{'isolate' if own else 'unisolate'}(%s)", (ep,))
+        moves = own != (ep in self.isolated)
+        live = sum(1 for j in self.jobs.values() if j.entrypoint == ep and j.live) if moves else 0
+        assert rows[0][0] == live, f"moved {rows[0][0]} of {ep}'s jobs, expected {live}"
+        self.isolated = self.isolated | {ep} if own else self.isolated - {ep}
 
     @rule(**CONFIGURE)
     def configure(
