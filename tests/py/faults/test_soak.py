@@ -38,10 +38,11 @@ def test_chaos_soak(template_db: str, tmp_path: Path) -> None:
     assert report.stats["jobs"] > 1000, detail
     assert all(report.stats["faults"].get(kind, 0) >= 1 for kind in KINDS), detail
     # The workload's own classes: slow jobs timed out, jobs canceled on request, queued
-    # jobs changed under the claims.
+    # jobs changed under the claims, jobs moved between partitions under the workers.
     assert report.stats["timeouts"] >= 1, detail
     assert report.stats["cancels_asked"] >= 1, detail
     assert report.stats["touched"] >= 1, detail
+    assert report.stats["moves"] >= 2, detail
     assert report.stats["lost"] == 0, detail
     assert report.stats["doubles"] == 0, detail
     assert not report.problems, detail

@@ -278,7 +278,10 @@ class Canceller(threading.Thread):
     a second it also checks that no queued job is below its entrypoint's claim mark
     (pgq._raise_mark). And it pauses the limited entrypoint every second or so and resumes
     it 50-200 ms later, as an operator might: a claim racing a resume must keep the limit
-    (`flips` counts the resumes)."""
+    (`flips` counts the resumes). Every second or two it moves the transactional
+    entrypoint's jobs into a partition of their own or back (pgq.isolate, pgq.unisolate),
+    queued, held and dead alike, under the workers' claims and completions (`moves` counts
+    the moves that committed; one that gave up waiting for its lock is no error)."""
 
     def __init__(
         self, dsn: str, producers: list[Producer], fraction: float, rng: random.Random, stop: threading.Event
@@ -294,6 +297,7 @@ class Canceller(threading.Thread):
         self.missed = 0  # sampled, but no longer in pgq.jobs
         self.touched = 0
         self.flips = 0
+        self.moves = 0
         self.errors: list[str] = []
         self._seen = [0] * len(producers)
 
@@ -301,6 +305,7 @@ class Canceller(threading.Thread):
         conn: psycopg.Connection | None = None
         next_mark_check = 0.0
         paused, next_flip = False, time.monotonic() + self.rng.uniform(0.3, 1.0)
+        isolated, next_move = False, time.monotonic() + self.rng.uniform(0.8, 2.0)
         while not self.stop.wait(0.05):
             keys, touch = [], []
             for i, producer in enumerate(self.producers):
@@ -314,7 +319,8 @@ class Canceller(threading.Thread):
                         touch.append(k)
             check_marks = time.monotonic() >= next_mark_check
             flip = time.monotonic() >= next_flip
-            if not keys and not touch and not check_marks and not flip:
+            move = time.monotonic() >= next_move
+            if not keys and not touch and not check_marks and not flip and not move:
                 continue
             try:
                 if conn is None:
@@ -333,6 +339,15 @@ class Canceller(threading.Thread):
                     self.flips += paused
                     paused = not paused
                     next_flip = time.monotonic() + self.rng.uniform(*((0.05, 0.2) if paused else (0.3, 1.0)))
+                if move:
+                    next_move = time.monotonic() + self.rng.uniform(0.8, 2.0)
+                    try:
+                        call = "unisolate" if isolated else "isolate"
+                        conn.execute(f"SELECT pgq.{call}(%s)", (TRANSACTIONAL,))
+                        isolated = not isolated
+                        self.moves += 1
+                    except psycopg.errors.LockNotAvailable:
+                        pass  # its tries for the lock ran out under load: the next one moves
                 if touch:
                     self.touched += conn.execute(
                         "UPDATE pgq._jobs SET headers = coalesce(headers, '{}') || '{\"soak_touched\": true}'"
@@ -622,6 +637,7 @@ class Soak:
             producer.join(timeout=90)
         canceller.join(timeout=90)
         self.say(f"  operator: {LIMITED} paused and resumed {canceller.flips} times")
+        self.say(f"  operator: {TRANSACTIONAL} moved between partitions {canceller.moves} times")
         t_stop = time.time()
 
         # Drain: every job finished, then a graceful stop.

@@ -629,6 +629,7 @@ class Audit:
             f" timeouts {len(self.timeouts)}, failed at faults {len(self.failed_at_fault)};"
             f" cancels asked {len(self.asked)} (canceled {asked_canceled});"
             f" touched while queued {self.canceller.touched};"
+            f" moved between partitions {self.canceller.moves};"
             f" effects exactly once {self.effects_ok};"
             f" {LIMITED} peak {self.quiet_peak}/{LIMIT} outside faults;"
             f" lost {len(lost)}"
@@ -646,6 +647,7 @@ class Audit:
             "failed_at_faults": len(self.failed_at_fault),
             "cancels_asked": len(self.asked),
             "touched": self.canceller.touched,
+            "moves": self.canceller.moves,
             "canceled": asked_canceled,
             "effects": self.effects_ok,
             "limited_peak": self.quiet_peak,
