@@ -45,11 +45,11 @@ BEGIN
     END IF;
     -- Looked for before the lock (a call for an entrypoint isolated already stops no one)
     -- and again under it (another call may have made it meanwhile).
-    IF to_regclass(format('pgq.%I', v_name)) IS NOT NULL THEN
+    IF pgq._partition_of(isolate.entrypoint) IS NOT NULL THEN
         RETURN 0;
     END IF;
     PERFORM pgq._lock_jobs();
-    IF to_regclass(format('pgq.%I', v_name)) IS NOT NULL THEN
+    IF pgq._partition_of(isolate.entrypoint) IS NOT NULL THEN
         RETURN 0;
     END IF;
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_columns

@@ -16,18 +16,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_name text := pgq._job_partition(unisolate.entrypoint);
+    v_name text;
     v_columns text;
     v_moved bigint;
 BEGIN
     PERFORM pgq._check_entrypoint('entrypoint', entrypoint);
     -- Looked for before the lock (a call for an entrypoint without a partition stops no
     -- one) and again under it (another call may have dropped it meanwhile).
-    IF to_regclass(format('pgq.%I', v_name)) IS NULL THEN
+    IF pgq._partition_of(unisolate.entrypoint) IS NULL THEN
         RETURN 0;
     END IF;
     PERFORM pgq._lock_jobs();
-    IF to_regclass(format('pgq.%I', v_name)) IS NULL THEN
+    v_name := pgq._partition_of(unisolate.entrypoint);
+    IF v_name IS NULL THEN
         RETURN 0;
     END IF;
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_columns

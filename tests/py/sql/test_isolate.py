@@ -303,3 +303,44 @@ def test_the_setting_of_a_move_cannot_silence_a_real_end(db: str) -> None:
         c.execute("SET pgq.moving = 'on'")
         c.execute("SELECT pgq.cancel(%s)", ([job],))
         assert [n.payload for n in listener.notifies(timeout=5, stop_after=1)] == [str(job)]
+
+
+def rename_partition(conn: psycopg.Connection, entrypoint: str, to: str) -> None:
+    """Rename the partition pgq.isolate made for `entrypoint` (its hashed name) to `to`."""
+    conn.execute(
+        scalar(
+            conn,
+            "SELECT format('ALTER TABLE pgq.%%I RENAME TO %%I', pgq._job_partition(%s), %s::text)",
+            (entrypoint, to),
+        )
+    )
+
+
+def test_a_partition_is_found_by_what_it_holds_not_by_its_name(db: str) -> None:
+    """The partition's name is a 64-bit hash of the entrypoint's: two names may share it,
+    and earlier builds named partitions otherwise. pgq.isolate and pgq.unisolate go by the
+    entrypoint a partition holds: a partition named otherwise is found and given back; a
+    table that holds another entrypoint under this one's name is neither taken for this
+    entrypoint's partition nor detached by its unisolate."""
+    with psycopg.connect(db, autocommit=True) as c:
+        a, b = (scalar(c, "SELECT pgq.enqueue(%s)", (ep,)) for ep in ("a", "b"))
+        assert scalar(c, "SELECT pgq.isolate('a')") == 1
+        rename_partition(c, "a", "_jobs_old_name")
+        assert partition_of(c, a) == "pgq._jobs_old_name"
+        assert scalar(c, "SELECT pgq.isolate('a')") == 0  # it has one
+        assert scalar(c, "SELECT pgq.unisolate('a')") == 1
+        assert partition_of(c, a) == "pgq._jobs_default"
+        assert scalar(c, "SELECT to_regclass('pgq._jobs_old_name')") is None
+
+        # b's partition under the name a's would have: a collision of the two hashes.
+        assert scalar(c, "SELECT pgq.isolate('b')") == 1
+        a_name = scalar(c, "SELECT pgq._job_partition('a')")
+        rename_partition(c, "b", a_name)
+        assert scalar(c, "SELECT pgq.unisolate('a')") == 0
+        assert partition_of(c, b) == f"pgq.{a_name}"
+        with pytest.raises(psycopg.errors.DuplicateTable):
+            c.execute("SELECT pgq.isolate('a')")
+        assert partition_of(c, a) == "pgq._jobs_default"
+        assert scalar(c, "SELECT pgq.isolate('b')") == 0
+        assert scalar(c, "SELECT pgq.unisolate('b')") == 1
+        assert partition_of(c, b) == "pgq._jobs_default"
