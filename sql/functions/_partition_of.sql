@@ -18,7 +18,9 @@ BEGIN
         FROM pg_catalog.pg_inherits AS i
         JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
         WHERE i.inhparent = 'pgq._jobs'::regclass
-          AND pg_catalog.pg_get_expr(c.relpartbound, c.oid)
+          -- Relation 0: a list bound holds constants only, and naming the partition
+          -- would lock it (a call before pgq.isolate's lock must wait for no one).
+          AND pg_catalog.pg_get_expr(c.relpartbound, 0)
               = 'FOR VALUES IN (''' || replace(_partition_of.entrypoint, '''', '''''') || ''')'
     );
 END

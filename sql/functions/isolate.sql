@@ -15,7 +15,8 @@
 -- before (a move is no delivery and no end: nobody waiting for a job is told it finished).
 -- Parameters: entrypoint.
 -- Returns the number of jobs moved; 0 when the entrypoint had a partition already (nothing
--- changes). Raises PQ001 for an invalid entrypoint, 0A000 where pgq is the extension
+-- changes). Raises PQ001 for an invalid entrypoint, PQ007 in a transaction other than
+-- READ COMMITTED, 0A000 where pgq is the extension
 -- (CREATE EXTENSION pgq), 55P03 when the job table stays in use (pgq._lock_jobs); nothing
 -- changes then.
 CREATE OR REPLACE FUNCTION pgq.isolate(entrypoint text)
@@ -32,6 +33,13 @@ DECLARE
     v_moved bigint;
 BEGIN
     PERFORM pgq._check_entrypoint('entrypoint', entrypoint);
+    -- Under its lock the move looks again for the partition and moves the jobs it then
+    -- sees: an older snapshot would miss what was committed while it waited.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'pgq: pgq.isolate needs READ COMMITTED, not %', current_setting('transaction_isolation')
+        USING ERRCODE = 'PQ007',
+              HINT = 'Call pgq.isolate outside explicit REPEATABLE READ or SERIALIZABLE transactions.';
+    END IF;
     -- In an install made by CREATE EXTENSION the partitioned table and its indexes are
     -- members of the extension and a partition made here would not be: pg_restore then
     -- creates the partition's indexes twice, and fails (tests/py/lifecycle/test_extension.py).

@@ -6,7 +6,8 @@
 -- one; the moved jobs are written again, with their indexes. A move is no delivery and no end, as in pgq.isolate.
 -- Parameters: entrypoint.
 -- Returns the number of jobs moved; 0 when the entrypoint had no partition of its own
--- (nothing changes). Raises PQ001 for an invalid entrypoint; nothing changes then.
+-- (nothing changes). Raises PQ001 for an invalid entrypoint, PQ007 in a transaction other
+-- than READ COMMITTED; nothing changes then.
 CREATE OR REPLACE FUNCTION pgq.unisolate(entrypoint text)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -21,6 +22,13 @@ DECLARE
     v_moved bigint;
 BEGIN
     PERFORM pgq._check_entrypoint('entrypoint', entrypoint);
+    -- Under its lock the move looks again for the partition and moves the jobs it then
+    -- sees: an older snapshot would miss what was committed while it waited.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'pgq: pgq.unisolate needs READ COMMITTED, not %', current_setting('transaction_isolation')
+        USING ERRCODE = 'PQ007',
+              HINT = 'Call pgq.unisolate outside explicit REPEATABLE READ or SERIALIZABLE transactions.';
+    END IF;
     -- Looked for before the lock (a call for an entrypoint without a partition stops no
     -- one) and again under it (another call may have dropped it meanwhile).
     IF pgq._partition_of(unisolate.entrypoint) IS NULL THEN

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from conftest import create_database, drop_database
+from conftest import admin_execute, create_database, db_dsn, drop_database
+from pgq import migrate
 from support.workers import wait_until_waiting_on_lock
 
 
@@ -344,3 +345,43 @@ def test_a_partition_is_found_by_what_it_holds_not_by_its_name(db: str) -> None:
         assert scalar(c, "SELECT pgq.isolate('b')") == 0
         assert scalar(c, "SELECT pgq.unisolate('b')") == 1
         assert partition_of(c, b) == "pgq._jobs_default"
+
+
+def test_isolate_in_a_database_of_another_encoding() -> None:
+    """The partition's name hashes the entrypoint's bytes in the database's own encoding:
+    converted to UTF-8 first, a byte over 127 in a SQL_ASCII database (which keeps any
+    bytes) made pgq.isolate fail."""
+    name = f"pgq_isolate_sql_ascii_{uuid.uuid4().hex[:8]}"
+    admin_execute(f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LOCALE 'C' TEMPLATE template0")
+    try:
+        dsn = db_dsn(name)
+        migrate.install(dsn, cron=False)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            ep = "convert_from('\\x61e9'::bytea, 'SQL_ASCII')"
+            job = scalar(c, f"SELECT pgq.enqueue({ep})")
+            assert scalar(c, f"SELECT pgq.isolate({ep})") == 1
+            # (text comes back as bytes from a SQL_ASCII database)
+            shared = "SELECT tableoid = 'pgq._jobs_default'::regclass FROM pgq._jobs WHERE id = %s"
+            assert scalar(c, shared, (job,)) is False
+            assert scalar(c, f"SELECT pgq.unisolate({ep})") == 1
+            assert scalar(c, shared, (job,)) is True
+    finally:
+        drop_database(name)
+
+
+def test_a_move_needs_read_committed(db: str) -> None:
+    """A move looks for the partition again once it holds the job table's lock, and moves
+    the jobs it then sees: an older snapshot (REPEATABLE READ) would miss a partition or
+    jobs committed meanwhile. Refused, as the claim refuses it, and nothing changes."""
+    with psycopg.connect(db) as c:
+        job = scalar(c, "SELECT pgq.enqueue('a')")
+        c.commit()
+        for call in ("isolate", "unisolate"):
+            c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            with pytest.raises(psycopg.Error) as err:
+                c.execute(f"SELECT pgq.{call}('a')")
+            assert err.value.sqlstate == "PQ007", err.value
+            assert "READ COMMITTED" in str(err.value)
+            c.rollback()
+        c.isolation_level = None
+        assert partition_of(c, job) == "pgq._jobs_default"
