@@ -298,6 +298,7 @@ class Canceller(threading.Thread):
         self.touched = 0
         self.flips = 0
         self.moves = 0
+        self.move_windows: list[tuple[float, float]] = []  # (start, end) of each move call, unix time
         self.errors: list[str] = []
         self._seen = [0] * len(producers)
 
@@ -341,6 +342,7 @@ class Canceller(threading.Thread):
                     next_flip = time.monotonic() + self.rng.uniform(*((0.05, 0.2) if paused else (0.3, 1.0)))
                 if move:
                     next_move = time.monotonic() + self.rng.uniform(0.8, 2.0)
+                    t0 = time.time()
                     try:
                         call = "unisolate" if isolated else "isolate"
                         conn.execute(f"SELECT pgq.{call}(%s)", (TRANSACTIONAL,))
@@ -348,6 +350,8 @@ class Canceller(threading.Thread):
                         self.moves += 1
                     except psycopg.errors.LockNotAvailable:
                         pass  # its tries for the lock ran out under load: the next one moves
+                    finally:
+                        self.move_windows.append((t0, time.time()))
                 if touch:
                     self.touched += conn.execute(
                         "UPDATE pgq._jobs SET headers = coalesce(headers, '{}') || '{\"soak_touched\": true}'"

@@ -169,6 +169,11 @@ class Audit:
         self.problems = self.report.problems
         self.say = self.report.lines.append
 
+    def at_move(self, t: float) -> bool:
+        """Whether `t` is during a move between partitions (pgq.isolate, pgq.unisolate) or
+        within the roles' lock_timeout and a second after it."""
+        return any(a <= t <= b + 2.0 for a, b in self.canceller.move_windows)
+
     def at_fault(self, t0: float, t1: float) -> bool:
         """Whether [t0, t1] meets a fault window (the fault, then FAULT_LEASES leases)."""
         return any(f.t0 <= t1 and t0 <= f.t1 + FAULT_LEASES * self.lease for f in self.faults)
@@ -327,6 +332,7 @@ class Audit:
     def _failures(self) -> None:
         self.timeouts: set[int] = set()
         at_fault: list[Outcome] = []
+        self.failed_at_move: list[Outcome] = []
         unexplained: list[str] = []
         for o in self.failed:
             key = self.key_of.get(o.job_id, "")
@@ -335,6 +341,9 @@ class Audit:
                 self.timeouts.add(o.job_id)
             elif self.at_fault(o.started or o.finished, o.finished):
                 at_fault.append(o)
+            elif "lock timeout" in (o.error or "") and self.at_move(o.finished):
+                # The roles' lock_timeout ran out behind a move's lock of the job table.
+                self.failed_at_move.append(o)
             else:
                 unexplained.append(
                     f"job {o.job_id} ({key}, {o.entrypoint}) delivery {o.deliveries}, claimed at"
@@ -353,6 +362,7 @@ class Audit:
             f"failed attempts: {len(self.failed)}; {len(self.timeouts)} timeouts of the first delivery"
             f" of {len(slow_jobs)} slow jobs, {len(at_fault)} at faults"
             + (f" ({'; '.join(f'{n}x {e}' for e, n in errors.most_common(4))})" if at_fault else "")
+            + f", {len(self.failed_at_move)} behind a move's lock"
         )
         for o in at_fault:
             stale = self._stale_connection(o)
