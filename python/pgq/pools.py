@@ -32,6 +32,7 @@ import re
 import select
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -255,10 +256,14 @@ class Pool(ConnectionPool):  # type: ignore[type-arg]
 
 
 class AsyncPool(AsyncConnectionPool):  # type: ignore[type-arg]
-    """psycopg_pool.AsyncConnectionPool with pgq's connection policy (see the module)."""
+    """psycopg_pool.AsyncConnectionPool with pgq's connection policy (see the module).
+    `lost` is called when a connection is found dead while idle."""
 
-    def __init__(self, conninfo: str, *, link: Link, **kwargs: Any) -> None:
+    def __init__(
+        self, conninfo: str, *, link: Link, lost: Callable[[], None] | None = None, **kwargs: Any
+    ) -> None:
         self.link = link
+        self._lost = lost
         super().__init__(
             conninfo, connection_class=async_connection_class(link), check=self._check_idle, **kwargs
         )
@@ -269,6 +274,8 @@ class AsyncPool(AsyncConnectionPool):  # type: ignore[type-arg]
         try:
             await AsyncConnectionPool.check_connection(conn)
         except psycopg.Error:
+            if self._lost is not None:
+                self._lost()
             await self.check()  # its idle siblings died with it: discard them all now
             raise
 

@@ -37,6 +37,7 @@ class Listener:
         entrypoints: Collection[str],
         worker_id: Callable[[], UUID | None],
         listening: Callable[[bool], None],
+        lost: Callable[[], None],
     ) -> None:
         self._name = name
         self._protocol = protocol
@@ -44,6 +45,9 @@ class Listener:
         self._entrypoints = entrypoints
         self._worker_id = worker_id
         self._listening = listening  # told whether NOTIFYs reach us now
+        # Told when the connection is lost: the server may have failed over and lost what
+        # the worker committed, though no call of ours failed (the ledger is then unsure).
+        self._lost = lost
 
     async def run(self, listen_dsn: str) -> None:
         try:
@@ -85,6 +89,7 @@ class Listener:
                             wakeups.beat_now.set()  # the heartbeat returns the jobs to stop
             except psycopg.OperationalError as exc:
                 self._listening(False)
+                self._lost()
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", str(exc).strip(), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

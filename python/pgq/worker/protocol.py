@@ -110,11 +110,13 @@ class Protocol:
         # pgq.pools: after an outage the pool connects again within half a second of the
         # server accepting, logs the server's reason once per change, and lends no connection
         # that died while idle (a restart would otherwise fail a claim, a heartbeat or a
-        # completion per pooled connection).
+        # completion per pooled connection). Connections found dead so mark the ledger
+        # unsure, as a failed call does: a failover may have lost what we committed.
         self._link = pools.Link(f"worker {name}", log)
         self._pool = pools.AsyncPool(
             dsn,
             link=self._link,
+            lost=ledger.unsure,
             min_size=2,
             max_size=POOL_SIZE,
             open=False,

@@ -112,7 +112,7 @@ class Session:
             self._reregister,
         )
         self.listener = Listener(
-            worker.name, self.protocol, self.wakeups, handlers, worker_id, self._listening
+            worker.name, self.protocol, self.wakeups, handlers, worker_id, self._listening, self.ledger.unsure
         )
 
     @contextlib.asynccontextmanager
