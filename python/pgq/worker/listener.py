@@ -45,8 +45,8 @@ class Listener:
         self._entrypoints = entrypoints
         self._worker_id = worker_id
         self._listening = listening  # told whether NOTIFYs reach us now
-        # Told when the connection is lost: the server may have failed over and lost what
-        # the worker committed, though no call of ours failed (the ledger is then unsure).
+        # Told when a listening session is lost: the server may have failed over and lost
+        # what the worker committed, though no call of ours failed (the ledger is then unsure).
         self._lost = lost
 
     async def run(self, listen_dsn: str) -> None:
@@ -62,6 +62,7 @@ class Listener:
         settings_told = False
         wakeups = self._wakeups
         while True:
+            listened = False  # whether this attempt's session was up: only its loss tells
             try:
                 connect = connection.connect(listen_dsn, autocommit=True, **tcp_defaults(listen_dsn))
                 async with await connect as conn:
@@ -76,6 +77,7 @@ class Listener:
                         )
                         return
                     delay = 0.1
+                    listened = True
                     self._listening(True)
                     # While we were not listening (starting, reconnecting, the probe) jobs
                     # may have arrived and cancels been requested: claim, and heartbeat
@@ -89,7 +91,8 @@ class Listener:
                             wakeups.beat_now.set()  # the heartbeat returns the jobs to stop
             except psycopg.OperationalError as exc:
                 self._listening(False)
-                self._lost()
+                if listened:  # not a failed connect (a wrong listen_dsn would say so every few s)
+                    self._lost()
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", str(exc).strip(), delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

@@ -370,3 +370,32 @@ def test_a_refused_pool_says_why_once_and_its_timeout_carries_it(caplog: pytest.
         "refused: cannot connect to the database: Connection refused; trying again every 0.5 s",
         "refused async: cannot connect to the database: Connection refused; trying again every 0.5 s",
     ]
+
+
+def test_a_pool_tells_of_a_connection_found_dead_while_idle(dsn: str) -> None:
+    """pgq.pools.AsyncPool's `lost`: called when its check finds an idle connection dead
+    (the server ended it: a restart, a failover), before the pool lends a fresh one; the
+    worker's ledger then becomes unsure though no call failed (test_worker_faults.py)."""
+    lost: list[float] = []
+
+    async def main() -> None:
+        link = pgq.pools.Link("idle", logging.getLogger("pgq.test"))
+        pool = pgq.pools.AsyncPool(dsn, link=link, lost=lambda: lost.append(1.0), min_size=1, open=False)
+        await pool.open(wait=True)
+        try:
+            async with pool.connection() as conn:
+                pid = (await (await conn.execute("SELECT pg_backend_pid()")).fetchone())[0]
+            assert lost == []
+            assert scalar(dsn, "SELECT pg_terminate_backend(%s)", (pid,))
+            wait_until(
+                lambda: not scalar(dsn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)),
+                5,
+                "the end",
+            )
+            async with pool.connection() as conn:
+                assert (await (await conn.execute("SELECT 1")).fetchone())[0] == 1
+            assert len(lost) == 1
+        finally:
+            await pool.close(timeout=2.0)
+
+    asyncio.run(main())
