@@ -17,7 +17,9 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -25,6 +27,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import PoolTimeout
 
 import pgq
+from pgq.worker.listener import Listener
+from pgq.worker.wakeups import Wakeups
 from support.cluster import db_sh
 from support.workers import WorkerProcess, execute, ledger_lines, scalar, wait_until
 
@@ -397,5 +401,72 @@ def test_a_pool_tells_of_a_connection_found_dead_while_idle(dsn: str) -> None:
             assert len(lost) == 1
         finally:
             await pool.close(timeout=2.0)
+
+    asyncio.run(main())
+
+
+class _ProbeOnly:
+    """What the listener asks of its worker's Protocol: the poll pace, and its NOTIFY probe."""
+
+    pace = SimpleNamespace(poll=1.0)
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    async def notify(self, payload: str) -> None:
+        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
+            await conn.execute("SELECT pg_notify('pgq', %s)", (payload,))
+
+
+def test_the_listener_tells_of_a_lost_session_not_of_a_failed_connect(
+    dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The listener's `lost` (the worker's ledger becomes unsure): a session that was
+    listening and ended may hide a failover; a connect that fails cannot have lost anything,
+    and a wrong listen_dsn would otherwise make every beat reconcile."""
+    lost: list[str] = []
+    listening: list[bool] = []
+
+    def listener() -> Listener:
+        return Listener(
+            "t",
+            _ProbeOnly(dsn),  # type: ignore[arg-type]
+            Wakeups(),
+            ["x"],
+            lambda: None,
+            listening.append,
+            lambda: lost.append("lost"),
+        )
+
+    async def until(what: str, predicate: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 10
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.05)
+
+    async def main() -> None:
+        # A role that does not exist: refused at once, every try (a refusal that passes by
+        # itself, a server starting, is retried inside the connect and raises nothing).
+        refused = asyncio.create_task(listener().run(make_conninfo(dsn, user="pgq_no_such_role")))
+
+        def tries() -> int:
+            return sum(r.getMessage().startswith("LISTEN connection lost") for r in caplog.records)
+
+        await until("two refused connects", lambda: tries() >= 2)
+        refused.cancel()
+        assert lost == [] and True not in listening
+        task = asyncio.create_task(listener().run(dsn))
+        try:
+            await until("the session to listen", lambda: listening[-1:] == [True])
+            assert scalar(
+                dsn,
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = 'LISTEN pgq'",
+            )
+            await until("the loss to be told", lambda: lost == ["lost"])
+            await until("the session to listen again", lambda: listening[-1:] == [True])
+            assert lost == ["lost"]
+        finally:
+            task.cancel()
 
     asyncio.run(main())
