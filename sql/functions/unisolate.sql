@@ -3,7 +3,8 @@
 -- transaction.
 -- Locks: the job table and all its partitions (pgq._lock_jobs; a partition is detached
 -- under that lock), from the start to the commit: every statement on them waits for this
--- one; the moved jobs are written again, with their indexes. A move is no delivery and no end, as in pgq.isolate.
+-- one; the moved jobs are written again, with their indexes. A move is no delivery and no
+-- end, as in pgq.isolate.
 -- Parameters: entrypoint.
 -- Returns the number of jobs moved; 0 when the entrypoint had no partition of its own
 -- (nothing changes). Raises PQ001 for an invalid entrypoint, PQ007 in a transaction other
