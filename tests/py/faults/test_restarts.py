@@ -302,13 +302,13 @@ def test_the_listen_session_outlives_a_short_idle_session_timeout(dsn: str, spaw
     try:
         worker = spawn(APP_POLL="30")  # only a NOTIFY can wake it in time
         wait_until(lambda: "registered as" in worker.log(), 30, "registration")
-        listener = wait_until(
-            lambda: scalar(dsn, "SELECT max(pid) FROM pg_stat_activity WHERE query = 'LISTEN pgq'"),
-            30,
-            "LISTEN",
+        listening = (
+            "SELECT max(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query = 'LISTEN pgq'"
         )
+        listener = wait_until(lambda: scalar(dsn, listening), 30, "LISTEN")
         time.sleep(4.0)  # four timeouts
-        assert scalar(dsn, "SELECT max(pid) FROM pg_stat_activity WHERE query = 'LISTEN pgq'") == listener
+        assert scalar(dsn, listening) == listener
         assert "LISTEN connection lost" not in worker.log()
         job = scalar(dsn, "SELECT pgq.enqueue('noop')")
         wait_until(lambda: any(j == job for j, *_ in ledger_lines(tmp_path)), 10, "the NOTIFY to wake it")
