@@ -8,6 +8,7 @@ What it must never do: share itself with claims or settlements, or wait past its
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
@@ -40,7 +41,10 @@ class LeaseConnection:
         """Run the statements one after the other, their rows as dicts, all within
         `seconds` (connecting included). PQ errors are raised as pgq's exceptions."""
 
+        calls: list[Call] = []
+
         async def work(call: Call) -> list[list[dict[str, Any]]]:
+            calls.append(call)
             conn = self._conn
             if conn is None:
                 conn = self._conn = await psycopg.AsyncConnection.connect(self._dsn, **self._kwargs)
@@ -63,6 +67,14 @@ class LeaseConnection:
             return await bounded(work, seconds, what)
         except psycopg.OperationalError:
             self._conn = None  # abandoned or lost: the next call connects afresh
+            raise
+        except asyncio.CancelledError:
+            # Given up with a statement on it, the connection was abandoned: forget it now,
+            # not when the work given up notices (it closes it then). A call made in between
+            # (the stop unregisters right after cancelling a beat) would run on it and fail.
+            on_wire = calls[0].conn if calls else None
+            if on_wire is not None and on_wire is self._conn:
+                self._conn = None
             raise
         except psycopg.Error as exc:
             err = translate(exc)

@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
 from .. import pools
-from .._deadline import Call, bounded
+from .._deadline import Call, DeadlineExceeded, bounded
 from .._wire import JsonbLoader
 from ..dsn import tcp_defaults
 from ..errors import InvalidArgument, PgqError, SchemaError, UnknownWorker, WorkerGone, translate
@@ -283,6 +283,18 @@ class Protocol:
         return rows
 
     async def unregister(self, worker_id: UUID, seconds: float) -> int:
-        """pgq.unregister_worker within `seconds`; returns the jobs it released."""
-        rows = await self._lease_conn.execute([(UNREGISTER, (worker_id,))], seconds, "unregister")
+        """pgq.unregister_worker within `seconds`; returns the jobs it released. Once more
+        on a fresh connection when the heartbeat's was found lost (ended while idle between
+        beats: a restart, idle_session_timeout): the call is idempotent."""
+        end = asyncio.get_running_loop().time() + seconds
+        call = [(UNREGISTER, (worker_id,))]
+        try:
+            rows = await self._lease_conn.execute(call, seconds, "unregister")
+        except DeadlineExceeded:
+            raise
+        except psycopg.OperationalError:
+            left = end - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise
+            rows = await self._lease_conn.execute(call, left, "unregister")
         return rows[0][0]["released"] if rows and rows[0] else 0

@@ -12,6 +12,8 @@ must not fail them) but far below what the blocks last, which the old worker wai
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -22,11 +24,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pgq.worker.connection import LeaseConnection
+from pgq.worker.statements import HEARTBEAT, SETTINGS
 from support.netns import Namespace
 from support.pgbouncer import pgbouncer
 from support.workers import WorkerProcess, execute, ledger_lines, outcome_count, scalar, wait_until
@@ -325,3 +330,51 @@ def _sigterm_pending(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     pending = int(re.search(r"^ShdPnd:\s*([0-9a-f]+)$", status, re.M)[1], 16)
     return bool(pending & (1 << (signal.SIGTERM - 1)))
+
+
+def test_a_call_after_one_given_up_runs_on_a_fresh_connection(dsn: str) -> None:
+    """The stop cancels a heartbeat under way, which abandons its connection, and then
+    unregisters on the heartbeat's connection. The abandoned one was kept until the given-up
+    work noticed, so a call made before that ran on it and failed (the connection is lost)."""
+
+    async def main() -> list[list[dict[str, Any]]]:
+        lease = LeaseConnection(dsn)
+        try:
+            await lease.execute([("SELECT 1", ())], 5, "a first beat")
+            beat = asyncio.create_task(lease.execute([("SELECT pg_sleep(5)", ())], 30, "a beat"))
+            await asyncio.sleep(0.3)  # on the wire
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+            return await lease.execute([("SELECT 1 AS one", ())], 5, "the unregistration")
+        finally:
+            await lease.close()
+
+    assert asyncio.run(main()) == [[{"one": 1}]]
+
+
+def test_a_heartbeat_connection_lost_while_idle_is_replaced_for_the_unregistration(
+    dsn: str, ledger: Path, spawn
+) -> None:
+    """The heartbeat's connection ended while idle between beats (a restart, a failover, a
+    DBA's idle_session_timeout), and SIGTERM before the next beat: the unregistration runs
+    on a fresh connection. It failed at once on the dead one, and the worker stayed 'alive'
+    until the sweep found it dead a lease later."""
+    worker = spawn(dsn, APP_GRACE="1", APP_POLL="0.2")  # the default lease: a beat every 6 s
+    alive = "SELECT max(id::text) FROM pgq._workers WHERE state = 'alive'"
+    wid = wait_until(lambda: scalar(dsn, alive), 30, "a worker")
+    beat = "SELECT heartbeat_at > registered_at FROM pgq._workers WHERE id = %s"
+    wait_until(lambda: scalar(dsn, beat, (wid,)), 10, "a first heartbeat")
+    # Idle connections whose last statement was a beat or the settings read after it: the
+    # heartbeat's (a pooled one ended as well only makes the worker reconcile sooner).
+    ended = scalar(
+        dsn,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND state = 'idle'"
+        " AND (starts_with(query, %s) OR starts_with(query, %s))",
+        (HEARTBEAT.split("%s")[0], SETTINGS.split("%s")[0]),  # up to the first parameter ($1)
+    )
+    assert ended >= 1
+    assert worker.terminate() == 0, worker.log()
+    assert "could not unregister" not in worker.log(), worker.log()
+    assert scalar(dsn, "SELECT state FROM pgq._workers WHERE id = %s", (wid,)) == "stopped"
