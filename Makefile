@@ -123,9 +123,18 @@ endif
 	pg_prove --dbname pgq_tap --host 127.0.0.1 --port $(PGQ_PORT) --username postgres tests/sql/*.sql
 
 # On another major than 15: the SQL-level modules only (tests/py/conftest.py lists them).
-PYTEST_SELECT ?= $(if $(filter-out 15,$(PGQ_PG_MAJOR)),-m sql_level)
+PYTEST_ONLY ?= $(if $(filter-out 15,$(PGQ_PG_MAJOR)),sql_level)
+PYTEST_WORKERS ?= 2
+PYTEST_RUN = PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py
+PYTEST_MARK = $(if $(PYTEST_ONLY),($(PYTEST_ONLY)) and )
+# Most tests wait on timers and other processes: modules run in PYTEST_WORKERS processes at
+# once; then, by themselves, the tests marked alone (tests/py/conftest.py says which and why).
+# Both parts run, and either failing fails the target; pytest's 5 (none selected) is no
+# failure, its 2 (interrupted) stops there.
 pytest: deps db node-example
-	PGQ_TEST_DSN=$(ADMIN_DSN) $(VENV)/bin/pytest tests/py --durations=15 $(PYTEST_SELECT)
+	@rc=0; $(PYTEST_RUN) --durations=15 -n $(PYTEST_WORKERS) --dist loadfile -m '$(PYTEST_MARK)not alone' \
+		|| { r=$$?; [ $$r = 2 ] && exit 2; [ $$r = 5 ] || rc=$$r; }; \
+	$(PYTEST_RUN) --durations=5 -m '$(PYTEST_MARK)alone' || { r=$$?; [ $$r = 5 ] || rc=$$r; }; exit $$rc
 
 test: deps db lint docs tap pytest
 
@@ -138,7 +147,7 @@ examples/node/node_modules/.package-lock.json: examples/node/package-lock.json
 
 # One major of test-versions: its cluster is stopped afterwards, pass or fail (15's stays up).
 versions-one:
-	@rc=0; $(MAKE) --no-print-directory tap pytest PYTEST_SELECT='-m sql_level' || rc=$$?; \
+	@rc=0; $(MAKE) --no-print-directory tap pytest PYTEST_ONLY=sql_level || rc=$$?; \
 	if [ "$(PGQ_PG_MAJOR)" != 15 ]; then scripts/db.sh stop; fi; exit $$rc
 
 # Every supported major: pgTAP and the SQL-level pytest; then pgq install refusing 13.

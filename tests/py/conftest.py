@@ -67,10 +67,34 @@ SQL_LEVEL_MODULES = frozenset(
 )
 
 
+# `make test` runs the modules in two processes at once (pytest-xdist), then, alone, the
+# tests marked `alone`: those that restart the cluster (which needs nobody else connected);
+# those that read what all its databases share, where another test's work would show
+# (pg_cron's jobs, other sessions' transactions, what `pgq doctor` reports); the benchmark,
+# which takes both cores; and the rate limits' test, which counts starts per second of wall
+# time (another process's load skews it). These modules are such tests throughout;
+# elsewhere, a test that takes one of ALONE_FIXTURES is one.
+ALONE_MODULES = frozenset(
+    {
+        "test_bench",
+        "test_doctor",
+        "test_durability",
+        "test_rate_limit",
+        "test_restore",
+        "test_soak",
+        "test_sweeps_health",
+    }
+)
+ALONE_FIXTURES = frozenset({"crashable", "cron_cleanup", "hostile_databases", "needs_cron"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SQL_LEVEL_MODULES:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        if module in SQL_LEVEL_MODULES:
             item.add_marker(pytest.mark.sql_level)
+        if module in ALONE_MODULES or ALONE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.alone)
 
 
 # Debian's client tools (pg_dump, pg_restore) are 15's; the servers of the other majors come
