@@ -14,7 +14,8 @@ WITH candidates AS (
 ),
 claimed AS (
     UPDATE raw_jobs AS j
-    SET status = 'running', worker_id = md5(:client_id::text)::uuid,
+    SET status = 'running',
+        worker_id = ('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid,
         deliveries = j.deliveries + 1, started_at = now()
     WHERE j.ctid = ANY (ARRAY(SELECT c.ctid FROM candidates AS c))
     RETURNING j.id, j.entrypoint, j.payload, j.headers, j.priority, j.attempt, j.deliveries, j.enqueued_at,
@@ -23,7 +24,8 @@ claimed AS (
 SELECT coalesce(array_agg(c.id)::text, '{}') AS ids, sum(length(c::text)) AS bytes FROM claimed AS c \gset
 WITH done AS (
     DELETE FROM raw_jobs AS j
-    WHERE j.id = ANY (:ids::bigint[]) AND j.worker_id = md5(:client_id::text)::uuid
+    WHERE j.id = ANY (:ids::bigint[])
+      AND j.worker_id = ('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid
       AND j.status = 'running'
     RETURNING j.id, j.entrypoint, j.priority, j.attempt, j.deliveries, j.enqueued_at,
               j.started_at, j.worker_id, j.payload, j.headers

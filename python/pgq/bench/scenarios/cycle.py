@@ -84,7 +84,8 @@ def sql_cycle(
         for client in range(clients):  # pgbench's client ids 0..clients-1
             execute(
                 dsn,
-                "INSERT INTO pgq._workers (id, name, entrypoints) VALUES (md5(%s)::uuid, %s, %s)",
+                "INSERT INTO pgq._workers (id, name, entrypoints)"
+                " VALUES (('00000000-0000-4000-8000-' || lpad(%s, 12, '0'))::uuid, %s, %s)",
                 params=(str(client), f"pgbench-{client}", names),
             )
         note(f"{label}: pgbench, {clients} clients, batch {batch_size}, until drained (at most {seconds} s)")
