@@ -347,6 +347,23 @@ def test_a_partition_is_found_by_what_it_holds_not_by_its_name(db: str) -> None:
         assert partition_of(c, b) == "pgq._jobs_default"
 
 
+def test_a_partition_is_found_whatever_quotes_or_backslashes_its_entrypoint_holds(db: str) -> None:
+    """pgq._partition_of compares the partition's bound as PostgreSQL prints it: a quoted
+    literal, its quotes doubled and backslashes as they are. A quote, a backslash or both
+    in the entrypoint still find its partition: a second isolate moves nothing, unisolate
+    moves the job back and drops the partition."""
+    with psycopg.connect(db, autocommit=True) as c:
+        for ep in ("a'b", "a\\b", "''\\'; --", "\\'"):
+            job = scalar(c, "SELECT pgq.enqueue(%s)", (ep,))
+            assert scalar(c, "SELECT pgq.isolate(%s)", (ep,)) == 1, ep
+            name = scalar(c, "SELECT pgq._partition_of(%s)", (ep,))
+            assert name is not None and partition_of(c, job) == f"pgq.{name}", ep
+            assert scalar(c, "SELECT pgq.isolate(%s)", (ep,)) == 0, ep
+            assert scalar(c, "SELECT pgq.unisolate(%s)", (ep,)) == 1, ep
+            assert partition_of(c, job) == "pgq._jobs_default", ep
+            assert scalar(c, "SELECT to_regclass(format('pgq.%%I', %s::text))", (name,)) is None, ep
+
+
 def test_isolate_in_a_database_of_another_encoding() -> None:
     """The partition's name hashes the entrypoint's bytes in the database's own encoding:
     converted to UTF-8 first, a byte over 127 in a SQL_ASCII database (which keeps any
